@@ -1,0 +1,7 @@
+"""trnlens: profile PyTorch functions on Trainium, CUDA or the CPU from the editor.
+
+The language server and the CLI live here; ``trnlens.agent`` is the standalone part that runs on the
+target next to torch. Nothing in this package (outside ``agent/``) imports torch.
+"""
+
+__version__ = "0.1.0"

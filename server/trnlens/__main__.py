@@ -1,0 +1,3 @@
+from trnlens.cli import main
+
+raise SystemExit(main())

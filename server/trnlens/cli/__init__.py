@@ -1,0 +1,51 @@
+"""The ``trnlens`` command line: one module per subcommand, each thin (parse, call the core, print).
+
+Every subcommand module exposes ``register(subparsers)`` (which sets ``func`` on its parser) and a
+``run(args) -> int`` returning one of the codes in :mod:`trnlens.cli.exitcodes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from trnlens import __version__
+from trnlens.cli import exitcodes
+
+# Subcommand modules, in the order `trnlens --help` lists them.
+SUBCOMMANDS = ["profile", "compare", "check"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trnlens",
+        description="Profile PyTorch functions on Trainium, CUDA or the CPU.",
+    )
+    parser.add_argument("--version", action="version", version=f"trnlens {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"trnlens.cli.{name}")
+        except ModuleNotFoundError as exc:  # a subcommand still being built must not break the rest
+            if exc.name != f"trnlens.cli.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return exitcodes.USAGE
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("trnlens: interrupted", file=sys.stderr)
+        return 130
