@@ -1,0 +1,5 @@
+"""Entry point: ``python -m trnlens.agent`` in place, ``python -I trnlens-agent.pyz`` shipped."""
+
+from .main import main
+
+raise SystemExit(main())

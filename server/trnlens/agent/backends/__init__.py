@@ -1,0 +1,56 @@
+"""Where device time comes from: one module per backend, chosen by name or ``auto``.
+
+Every backend answers the same questions (device, how to synchronise, which profiler activities
+and config, how to read an event's device time, what artifacts it leaves), so the measurement
+code has no ``if backend == ...`` in it.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from .base import Backend
+
+NAMES = ("auto", "cpu", "cuda", "neuron")
+
+
+def select(name: str, torch, options: dict, artifacts_dir: str) -> Backend:
+    if name not in NAMES:
+        raise errors.usage(f"unknown backend {name!r}: choose one of {', '.join(NAMES)}")
+    if name == "auto":
+        return _auto(torch, options, artifacts_dir)
+    if name == "cpu":
+        from .cpu import CpuBackend
+
+        return CpuBackend(torch, options)
+    if name == "cuda":
+        from .cuda import CudaBackend
+
+        return CudaBackend(torch, options)
+    from .neuron import NeuronBackend
+
+    return NeuronBackend(torch, options, artifacts_dir)
+
+
+def _auto(torch, options: dict, artifacts_dir: str) -> Backend:
+    """Neuron when TorchNeuron imports and sees a device, then CUDA, then the CPU."""
+    notes = []
+    from . import neuron
+
+    if neuron.present():
+        try:
+            backend = neuron.NeuronBackend(torch, options, artifacts_dir)
+            if backend.available():
+                return backend
+            notes.append("torch_neuronx is installed but sees no NeuronCore")
+        except errors.AgentError as exc:
+            notes.append(f"neuron backend not usable: {exc.message}")
+    if torch.cuda.is_available():
+        from .cuda import CudaBackend
+
+        backend = CudaBackend(torch, options)
+    else:
+        from .cpu import CpuBackend
+
+        backend = CpuBackend(torch, options)
+    backend.warnings.extend(f"auto backend: {note}; using {backend.name}" for note in notes)
+    return backend

@@ -1,0 +1,180 @@
+"""Importing the user's code: the profiled file, the project modules it imports, unsaved buffers.
+
+Each request imports the project's modules afresh (earlier copies are dropped from
+``sys.modules``), so a run never measures old code. Unsaved editor buffers come with the request
+as ``files`` and are served by a meta-path finder instead of the text on disk; linecache learns
+them too, so tracebacks quote what the user sees.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import linecache
+import os
+import sys
+import sysconfig
+import types
+from dataclasses import dataclass, field
+
+from . import errors
+
+_ENV_DIRS = ("site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox")
+
+
+@dataclass
+class Project:
+    root: str
+    files: dict[str, str] = field(default_factory=dict)  # absolute path -> unsaved buffer text
+
+    def is_project_file(self, filename: str) -> bool:
+        if not filename or filename.startswith("<"):
+            return False
+        path = os.path.abspath(filename)
+        if path in self.files:
+            return True
+        if not path.startswith(self.root.rstrip(os.sep) + os.sep):
+            return False
+        parts = set(os.path.relpath(path, self.root).split(os.sep))
+        return not parts.intersection(_ENV_DIRS) and not path.startswith(_AGENT_DIR)
+
+    def relpath(self, filename: str) -> str:
+        return errors.relative_to(self.root, os.path.abspath(filename))
+
+    def read(self, path: str) -> str:
+        path = os.path.abspath(path)
+        if path in self.files:
+            return self.files[path]
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+
+
+_AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+
+
+class _BufferLoader(importlib.abc.Loader):
+    def __init__(self, path: str, text: str):
+        self.path, self.text = path, text
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__file__ = self.path
+        code = compile(self.text, self.path, "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+
+
+class _BufferFinder(importlib.abc.MetaPathFinder):
+    """Serves unsaved buffer text for project modules found at the overridden paths."""
+
+    def __init__(self, files: dict[str, str]):
+        self.files = files
+
+    def find_spec(self, name, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or not spec.origin:
+            return None
+        origin = os.path.abspath(spec.origin)
+        if origin not in self.files:
+            return None
+        is_package = os.path.basename(origin) == "__init__.py"
+        return importlib.util.spec_from_loader(
+            name, _BufferLoader(origin, self.files[origin]), origin=origin, is_package=is_package
+        )
+
+
+def forget_project_modules(project: Project) -> None:
+    for name, module in list(sys.modules.items()):
+        filename = getattr(module, "__file__", None)
+        if filename and project.is_project_file(filename):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def install(project: Project) -> None:
+    """Makes the project importable: buffers first, then its root on sys.path."""
+    for finder in list(sys.meta_path):
+        if isinstance(finder, _BufferFinder):
+            sys.meta_path.remove(finder)
+    sys.meta_path.insert(0, _BufferFinder(project.files))
+    for path, text in project.files.items():
+        lines = text.splitlines(keepends=True)
+        linecache.cache[path] = (len(text), None, lines, path)
+    if project.root not in sys.path:
+        sys.path.insert(0, project.root)
+
+
+def module_name_for(path: str) -> tuple[str, str]:
+    """(dotted module name, directory to put on sys.path) for a file, packages respected."""
+    directory, filename = os.path.split(os.path.abspath(path))
+    parts = [os.path.splitext(filename)[0]]
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        directory, package = os.path.split(directory)
+        parts.insert(0, package)
+    return ".".join(parts), directory
+
+
+def import_file(project: Project, path: str) -> types.ModuleType:
+    """Imports the profiled file under its Python name (package-relative imports work)."""
+    path = os.path.abspath(path)
+    if path not in project.files and not os.path.isfile(path):
+        raise errors.usage(f"no such file: {path}")
+    name, search_dir = module_name_for(path)
+    if search_dir not in sys.path:
+        sys.path.insert(0, search_dir)
+    existing = sys.modules.get(name)
+    if existing is not None and not project.is_project_file(getattr(existing, "__file__", "")):
+        # The file's name clashes with an already imported module (say `profile.py` vs the
+        # stdlib's): load it under a private name; package-relative imports need no name here.
+        return _load_as(f"_trnlens_user_{name.replace('.', '_')}", path, project)
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        if exc.name and name.startswith(exc.name):
+            return _load_as(f"_trnlens_user_{name.replace('.', '_')}", path, project)
+        raise
+    if os.path.abspath(getattr(module, "__file__", "") or "") != path:
+        return _load_as(f"_trnlens_user_{name.replace('.', '_')}", path, project)
+    return module
+
+
+def _load_as(name: str, path: str, project: Project) -> types.ModuleType:
+    text = project.read(path)
+    spec = importlib.util.spec_from_loader(name, _BufferLoader(path, text), origin=path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def resolve(module: types.ModuleType, qualname: str):
+    """The object at ``qualname`` and, for ``Class.method``, the class that owns it."""
+    owner = None
+    obj = module
+    for part in qualname.split("."):
+        owner = obj
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise errors.usage(
+                f"{module.__name__} has no attribute {part!r} (looking up {qualname!r})"
+            ) from None
+    return obj, (owner if isinstance(owner, type) else None)
+
+
+def exec_variant_source(module: types.ModuleType, source: str, label: str) -> dict:
+    """Runs a variant's source text (say, a generated fix) in a copy of the module's globals."""
+    namespace = dict(module.__dict__)
+    filename = f"<trnlens variant {label}>"
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+    try:
+        code = compile(source, filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise errors.usage(f"variant {label!r}: its source does not parse: {exc}") from None
+    exec(code, namespace)
+    return namespace

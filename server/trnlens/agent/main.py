@@ -1,0 +1,162 @@
+"""The agent process: reads requests from stdin, answers on a private copy of stdout.
+
+User code may print: fd 1 is pointed at stderr before anything else runs, and the protocol goes
+to a duplicate of the original stdout, so nothing the user (or a compiler worker) writes can
+corrupt it. A reader thread takes ``cancel`` and ``ping`` while a run is busy; cancel interrupts
+the main thread (KeyboardInterrupt at the next bytecode) and the server kills the process if it
+does not stop in time (a run stuck in C code).
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import platform
+import queue
+import sys
+import threading
+import traceback
+
+from . import errors
+from .measure import Cancelled
+from .protocol import AGENT_VERSION, SCHEMA_VERSION, Channel, parse_line
+from .runner import Runner
+
+
+class Agent:
+    def __init__(self, channel: Channel):
+        self.channel = channel
+        self.requests: queue.Queue = queue.Queue()
+        self.current: str | None = None
+        self.cancel_requested = threading.Event()
+        self._lock = threading.Lock()
+
+    # -- reader thread
+    def read(self, stream) -> None:
+        for line in stream:
+            if not line.strip():
+                continue
+            try:
+                message = parse_line(line)
+            except ValueError as exc:
+                self.channel.send(
+                    {
+                        "type": "error",
+                        "id": None,
+                        "error": errors.usage(f"malformed message: {exc}").to_json(),
+                    }
+                )
+                continue
+            kind = message["type"]
+            if kind == "cancel":
+                self.cancel(message.get("id"))
+            elif kind == "ping":
+                self.channel.send(
+                    {
+                        "type": "pong",
+                        "id": message.get("id"),
+                        "pid": os.getpid(),
+                        "busy": self.current,
+                    }
+                )
+            else:
+                self.requests.put(message)
+        self.cancel(None)  # the server went away: stop what runs, then exit
+        self.requests.put(None)
+
+    def cancel(self, request_id) -> None:
+        with self._lock:
+            if self.current is not None and request_id in (None, self.current):
+                self.cancel_requested.set()
+                _thread.interrupt_main()
+
+    # -- main thread
+    def serve(self) -> int:
+        while True:
+            try:
+                message = self.requests.get()
+            except KeyboardInterrupt:  # a cancel that raced the end of its run
+                continue
+            if message is None or message["type"] == "shutdown":
+                return 0
+            if message["type"] != "profile":
+                self.channel.send(
+                    {
+                        "type": "error",
+                        "id": message.get("id"),
+                        "error": errors.usage(
+                            f"unknown message type {message['type']!r}"
+                        ).to_json(),
+                    }
+                )
+                continue
+            self.handle(message)
+
+    def handle(self, request: dict) -> None:
+        request_id = request.get("id")
+        with self._lock:
+            self.current = request_id
+            self.cancel_requested.clear()
+
+        def progress(phase, variant, message):
+            self.channel.send(
+                {
+                    "type": "progress",
+                    "id": request_id,
+                    "phase": phase,
+                    "variant": variant,
+                    "message": message,
+                }
+            )
+
+        try:
+            try:
+                result = Runner(request, progress, self.cancel_requested.is_set).run()
+                reply = {"type": "result", "id": request_id, "result": result}
+            finally:
+                with self._lock:
+                    self.current = None
+        except (Cancelled, KeyboardInterrupt):
+            reply = {
+                "type": "error",
+                "id": request_id,
+                "error": errors.AgentError("cancelled", "cancelled").to_json(),
+            }
+        except errors.AgentError as exc:
+            reply = {"type": "error", "id": request_id, "error": exc.to_json()}
+        except Exception as exc:  # a bug in trnlens, not in the user's code
+            reply = {
+                "type": "error",
+                "id": request_id,
+                "error": errors.AgentError(
+                    "internal",
+                    f"trnlens agent error: {type(exc).__name__}: {exc}",
+                    traceback=traceback.format_exc(),
+                ).to_json(),
+            }
+        try:
+            self.channel.send(reply)
+        except KeyboardInterrupt:  # a late cancel must not eat the answer
+            self.channel.send(reply)
+
+
+def main() -> int:
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    stream = os.fdopen(protocol_fd, "w", encoding="utf-8", buffering=1)
+    channel = Channel(stream)
+    agent = Agent(channel)
+    channel.send(
+        {
+            "type": "hello",
+            "schema_version": SCHEMA_VERSION,
+            "agent_version": AGENT_VERSION,
+            "pid": os.getpid(),
+            "python": platform.python_version(),
+            "executable": sys.executable,
+        }
+    )
+    reader = threading.Thread(target=agent.read, args=(sys.stdin,), daemon=True)
+    reader.start()
+    return agent.serve()

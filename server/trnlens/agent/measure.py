@@ -1,0 +1,259 @@
+"""Measuring one callable: warm-up, the profiled steps, line attribution, the timing pass.
+
+Three passes, each for one job (DESIGN.md):
+1. headline: ``torch.profiler`` with a schedule (warm-up excluded, the active steps' events kept
+   by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode;
+2. lines: the same steps under the line-attribution mode (eager code only);
+3. timing: no profiler at all, synchronised, median of N with min and max: the profiler's per-op
+   cost penalises unfused code, so speed-ups between variants come from here.
+Warm-up runs under exactly the contexts of the measured steps (grad mode, eval/train), or a
+recompilation would land inside the measured window.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import events as ev
+from .lines import make_line_mode
+
+
+class Cancelled(Exception):
+    pass
+
+
+@dataclass
+class Settings:
+    warmup: int = 3
+    steps: int = 5
+    repeats: int = 20
+    timing_budget_s: float = 3.0
+    lines: bool = True
+    trace: bool = True
+    timing: bool = True
+
+
+@dataclass
+class Measurement:
+    dispatches_per_step: float = 0.0
+    wall_time_per_step_us: float = 0.0
+    cpu_time_per_step_us: float = 0.0
+    device_time_per_step_us: float = 0.0
+    peak_memory_bytes: int | None = None
+    first_call_us: float | None = None
+    ops: list = field(default_factory=list)
+    lines: list = field(default_factory=list)
+    timing: dict | None = None
+    artifacts: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+
+class Measurer:
+    def __init__(self, torch, backend, context_factory, settings: Settings, progress, cancelled):
+        self.torch = torch
+        self.backend = backend
+        self.context = context_factory  # returns a fresh context manager (grad mode) per pass
+        self.settings = settings
+        self.progress = progress
+        self.cancelled = cancelled
+
+    def _check(self) -> None:
+        if self.cancelled():
+            raise Cancelled()
+
+    def _one_step(self, step: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        step()
+        self.backend.synchronize()
+        return (time.perf_counter() - start) * 1e6
+
+    def run(self, step, *, compiled: bool, out_dir: str, project) -> Measurement:
+        m = Measurement()
+        s = self.settings
+        with self.context():
+            self.progress("compiling" if compiled else "warm-up", "first call")
+            m.first_call_us = self._one_step(step)
+            for _ in range(max(s.warmup - 1, 0)):
+                self._check()
+                self._one_step(step)
+        self.progress("measuring", f"{s.steps} profiled steps")
+        events, wall = self._profiled(step, out_dir)
+        steps = max(len(ev.step_events(events)), 1)
+        m.wall_time_per_step_us = statistics.fmean(wall) if wall else 0.0
+        host_events = [e for e in events if _is_host(e)]
+        m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
+        m.cpu_time_per_step_us = (
+            statistics.fmean(e.cpu_time_total for e in ev.step_events(events))
+            if ev.step_events(events)
+            else 0.0
+        )
+        m.device_time_per_step_us = self._device_time(host_events) / steps
+        m.ops = ev.op_table(
+            events, self.backend.self_device_us, self.backend.device_total_us, steps
+        )
+        if not events:
+            m.warnings.append("the profiler recorded no events for the active steps")
+        elif self.backend.time_basis == "device" and m.device_time_per_step_us == 0.0:
+            m.warnings.append(
+                f"device time is empty on {self.backend.name}: the profiler saw no device "
+                "activity (missing synchronise, or the activities do not include the device)"
+            )
+        if s.trace:
+            m.artifacts.append({"kind": "chrome_trace", "path": "trace.json"})
+        m.artifacts.extend(self.backend.artifacts(out_dir))
+        if s.lines and not compiled:
+            self.progress("measuring", "line attribution")
+            m.lines, host_peak, line_warnings = self._lines(step, project, events)
+            m.warnings.extend(line_warnings)
+            if self.backend.time_basis == "cpu":
+                m.peak_memory_bytes = host_peak
+        elif compiled:
+            m.warnings.append(
+                "compiled code: per-line figures are not measured inside a compiled region "
+                "(a line-attribution mode would make dynamo recompile); the region counts as "
+                "one dispatch per graph"
+            )
+        if self.backend.time_basis != "cpu":
+            m.peak_memory_bytes = self._device_peak(step)
+        if s.timing:
+            self.progress("timing", f"up to {s.repeats} synchronised calls")
+            m.timing = self._timing(step)
+        return m
+
+    def _device_time(self, host_events) -> float:
+        if self.backend.time_basis == "cpu":
+            return sum(e.cpu_time_total for e in ev.outermost_work(host_events))
+        return sum(self.backend.self_device_us(e) for e in host_events if not ev.is_step(e))
+
+    def _profiled(self, step, out_dir: str):
+        torch = self.torch
+        collected: dict[str, Any] = {"events": []}
+        backend = self.backend
+        trace = self.settings.trace
+
+        def ready(prof):
+            backend.on_trace_ready(prof)
+            collected["events"] = list(prof.events())
+            if trace:
+                self.progress("exporting", "chrome trace")
+                prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))
+
+        wall: list[float] = []
+        steps = self.settings.steps
+        kwargs = backend.profiler_kwargs(out_dir)
+        with self.context():
+            with torch.profiler.profile(
+                activities=backend.activities(),
+                schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
+                on_trace_ready=ready,
+                record_shapes=True,
+                **kwargs,
+            ) as prof:
+                for index in range(steps + 1):
+                    self._check()
+                    elapsed = self._one_step(step)
+                    if index >= 1:
+                        wall.append(elapsed)
+                    prof.step()
+        return collected["events"], wall
+
+    def _lines(self, step, project, headline_events):
+        """Per-line figures: sites from a pass under the attribution mode, times from the headline.
+
+        The mode adds a label and a Python frame walk to every torch call, so the times measured
+        under it are inflated. Eager code runs the same sequence of dispatches every step: when
+        the attributed step's sequence matches the headline steps op for op, each headline
+        dispatch takes the site of its counterpart and the lines carry the headline's times.
+        """
+        torch = self.torch
+        mode = make_line_mode(torch, project.is_project_file, project.relpath)
+        collected: dict[str, Any] = {"events": []}
+        steps = min(self.settings.steps, 3)
+
+        def ready(prof):
+            collected["events"] = list(prof.events())
+
+        with self.context():
+            with mode:
+                self._one_step(step)  # a step under the mode first: nothing recompiles later
+                with torch.profiler.profile(
+                    activities=self.backend.activities(),
+                    schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
+                    on_trace_ready=ready,
+                    profile_memory=self.backend.time_basis == "cpu",
+                ) as prof:
+                    for _ in range(steps + 1):
+                        self._check()
+                        self._one_step(step)
+                        prof.step()
+        events = [e for e in collected["events"] if _is_host(e)]
+        if self.backend.time_basis == "cpu":
+
+            def device_us(e):
+                return e.cpu_time_total
+        else:
+            device_us = self.backend.device_total_us
+        attributed = ev.roots_by_step(events)
+        sites = [ev.site_of(root, mode.labels) for root in attributed[0]] if attributed else []
+        names = [root.name for root in attributed[0]] if attributed else []
+        headline = ev.roots_by_step([e for e in headline_events if _is_host(e)])
+        warnings = []
+        if headline and all([r.name for r in roots] == names for roots in headline):
+            pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
+            table = ev.line_table(pairs, device_us, len(headline))
+        else:
+            pairs = [(ev.site_of(r, mode.labels), r) for roots in attributed for r in roots]
+            table = ev.line_table(pairs, device_us, max(len(attributed), 1))
+            warnings.append(
+                "the dispatches differ from step to step: per-line times were measured under "
+                "the line-attribution mode and read higher than the headline figures"
+            )
+        first_step = _first_step_events(events)
+        return table, ev.peak_memory_from_events(first_step), warnings
+
+    def _device_peak(self, step) -> int | None:
+        self.backend.reset_peak_memory()
+        with self.context():
+            self._one_step(step)
+        return self.backend.peak_memory_bytes()
+
+    def _timing(self, step) -> dict:
+        samples: list[float] = []
+        deadline = time.perf_counter() + self.settings.timing_budget_s
+        with self.context():
+            for _ in range(self.settings.repeats):
+                self._check()
+                samples.append(self._one_step(step))
+                if len(samples) >= 5 and time.perf_counter() > deadline:
+                    break
+        return {
+            "median_us": statistics.median(samples),
+            "min_us": min(samples),
+            "max_us": max(samples),
+            "repeats": len(samples),
+        }
+
+
+def _per_step(count: int, steps: int):
+    value = count / steps
+    return int(value) if value.is_integer() else value
+
+
+def _is_host(event) -> bool:
+    device_type = getattr(event, "device_type", None)
+    return device_type is None or str(device_type).endswith("CPU")
+
+
+def _first_step_events(events) -> list:
+    steps = sorted(ev.step_events(events), key=lambda e: e.time_range.start)
+    if not steps:
+        return events
+    first = steps[0].time_range
+    return [
+        e for e in events if first.start <= e.time_range.start <= first.end and not ev.is_step(e)
+    ]

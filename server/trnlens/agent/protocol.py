@@ -1,0 +1,69 @@
+"""The line-delimited JSON protocol between the server (or CLI) and the agent.
+
+One JSON object per line. Every message has a ``type``; messages about a request carry its ``id``.
+
+Server -> agent:
+  ``{"type": "profile", "id", "variants": [...], ...}``  run one request (see ``runner.Request``)
+  ``{"type": "cancel", "id"}``                            stop that request as soon as possible
+  ``{"type": "ping", "id"}``                              answered with ``pong`` (liveness)
+  ``{"type": "shutdown"}``                                exit after the current request
+
+Agent -> server:
+  ``hello``     first line: ``schema_version``, ``agent_version``, ``pid``, ``python``
+  ``progress``  ``id``, ``phase`` (one of PHASES), ``variant`` (index), ``message``
+  ``result``    ``id``, ``result``: a result, or a comparison (``variants``, ``baseline``, ...)
+  ``error``     ``id``, ``error``: ``{"kind", "type", "message", "path", "line", "traceback"}``
+  ``pong``      ``id``, ``versions``
+
+The result object's shape is documented in ``server/trnlens/schema/result.schema.json``; bump
+``SCHEMA_VERSION`` on any incompatible change (the server refuses agents speaking another version).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import IO, Any
+
+SCHEMA_VERSION = 1
+AGENT_VERSION = "0.1.0"
+
+PHASES = (
+    "importing",
+    "building-inputs",
+    "compiling",
+    "warm-up",
+    "measuring",
+    "timing",
+    "exporting",
+)
+
+# Error kinds, mapped to CLI exit codes by the server: the agent knows what failed, the server
+# decides what that means for the user.
+ERROR_KINDS = ("usage", "user_code", "environment", "cancelled", "internal")
+
+
+class Channel:
+    """Writes protocol messages to a private stream; safe to use from several threads."""
+
+    def __init__(self, stream: IO[str]):
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        line = json.dumps(message, separators=(",", ":"), default=_json_default)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+
+def _json_default(value: Any) -> Any:
+    # Shapes, dtypes and devices end up in descriptions; never let one of them kill a result.
+    return str(value)
+
+
+def parse_line(line: str) -> dict[str, Any]:
+    message = json.loads(line)
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise ValueError("a protocol message must be a JSON object with a string 'type'")
+    return message

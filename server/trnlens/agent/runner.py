@@ -1,0 +1,448 @@
+"""One profile request: import the user's code, build inputs, measure each variant, make results.
+
+A request names one or more variants to run on the same inputs. Each variant is the function at
+``path::qualname``, optionally replaced by ``source`` text (a generated fix: it is exec'd in a copy
+of the module's globals and stands in for ``replaces``, default ``qualname``), optionally wrapped
+in ``torch.compile`` (``compile: true``; ``backend="neuron"`` on Neuron).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import time
+import types
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from . import errors, inputs, loader, sources
+from .measure import Cancelled, Measurer, Settings
+from .protocol import SCHEMA_VERSION
+
+DEFAULTS = {"backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "inference"}
+MODES = ("inference", "training")
+
+
+def new_run_id() -> str:
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{now}-{uuid.uuid4().hex[:8]}"
+
+
+class Runner:
+    def __init__(self, request: dict, progress: Callable[..., None], cancelled: Callable[[], bool]):
+        self.request = request
+        self._progress = progress
+        self.cancelled = cancelled
+        self.variant_index = 0
+        self.torch = None
+
+    def progress(self, phase: str, message: str = "") -> None:
+        self._progress(phase=phase, variant=self.variant_index, message=message)
+
+    # -- request validation (before torch is even imported: usage errors answer fast)
+    def _settings(self) -> tuple[Settings, str, str]:
+        r = {**DEFAULTS, **{k: v for k, v in self.request.items() if v is not None}}
+        mode = r["mode"]
+        if mode not in MODES:
+            raise errors.usage(f"unknown mode {mode!r}: choose inference or training")
+        for key in ("warmup", "steps", "repeats"):
+            if not isinstance(r[key], int) or r[key] < (1 if key != "warmup" else 0):
+                raise errors.usage(f"{key} must be a positive integer, got {r[key]!r}")
+        options = r.get("options") or {}
+        settings = Settings(
+            warmup=r["warmup"],
+            steps=r["steps"],
+            repeats=r["repeats"],
+            timing_budget_s=float(options.get("timing_budget_s", 3.0)),
+            lines=bool(options.get("lines", True)),
+            trace=bool(options.get("trace", True)),
+            timing=bool(options.get("timing", True)),
+        )
+        return settings, mode, r["backend"]
+
+    def run(self) -> dict:
+        settings, mode, backend_name = self._settings()
+        variants = self.request.get("variants") or []
+        if not variants:
+            raise errors.usage("the request names no variants")
+        root = os.path.abspath(self.request.get("project_root") or os.getcwd())
+        files = {
+            os.path.abspath(os.path.join(root, p)): t
+            for p, t in (self.request.get("files") or {}).items()
+        }
+        project = loader.Project(root=root, files=files)
+        artifacts_dir = self.request.get("artifacts_dir") or os.path.join(
+            root, ".trnlens", "staging"
+        )
+
+        self.progress("importing", "torch")
+        started = time.perf_counter()
+        import torch
+
+        self.torch = torch
+        torch_import_s = time.perf_counter() - started
+        from . import backends
+
+        options = dict(self.request.get("options") or {})
+        if self.request.get("device"):
+            options["device"] = self.request["device"]
+        backend = backends.select(backend_name, torch, options, artifacts_dir)
+
+        loader.forget_project_modules(project)
+        loader.install(project)
+        results = []
+        modules: dict[str, types.ModuleType] = {}
+        for index, variant in enumerate(variants):
+            self.variant_index = index
+            run_id = new_run_id()
+            out_dir = os.path.join(artifacts_dir, run_id)
+            os.makedirs(out_dir, exist_ok=True)
+            result = self._base_result(run_id, variant, project, backend, mode, settings)
+            result["warnings"].extend(backend.warnings)
+            backend.warnings.clear()
+            try:
+                self._run_variant(
+                    result, variant, project, modules, backend, mode, settings, out_dir
+                )
+            except Cancelled:
+                raise
+            except errors.AgentError as exc:
+                if exc.kind != "user_code":
+                    raise
+                # The user's code failed: the run is still a result (the editor shows it on the
+                # raising line, a comparison keeps the other variants).
+                result["error"] = exc.to_json()
+            results.append(result)
+        if torch_import_s > 0.05:
+            results[0]["warnings"].append(f"import torch took {torch_import_s:.1f} s (cold agent)")
+        if len(results) == 1:
+            results[0].pop("_output", None)
+            return results[0]
+        return self._comparison(results)
+
+    # -- one variant
+    def _base_result(self, run_id, variant, project, backend, mode, settings) -> dict:
+        path = os.path.abspath(os.path.join(project.root, variant["path"]))
+        context = self.request.get("context") or {}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": run_id,
+            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "function": {
+                "path": project.relpath(path),
+                "qualname": variant.get("qualname"),
+                "source_hash": None,
+                "unsaved": path in project.files,
+                "line": None,
+                "end_line": None,
+            },
+            "variant": {
+                "label": variant.get("label") or _default_label(variant),
+                "kind": "source"
+                if variant.get("source")
+                else ("compiled" if variant.get("compile") else "function"),
+                "source_hash": None,
+            },
+            "target": context.get("target", "local"),
+            "host": socket.gethostname(),
+            "backend": backend.name,
+            "device": backend.device_name(),
+            "time_basis": backend.time_basis,
+            "versions": backend.versions(),
+            "git_commit": context.get("git_commit"),
+            "mode": mode,
+            "inputs": None,
+            "warmup": settings.warmup,
+            "steps": settings.steps,
+            "dispatches_per_step": None,
+            "wall_time_per_step_us": None,
+            "cpu_time_per_step_us": None,
+            "device_time_per_step_us": None,
+            "peak_memory_bytes": None,
+            "first_call_us": None,
+            "ops": [],
+            "lines": [],
+            "timing": None,
+            "artifacts": [],
+            "warnings": [],
+            "error": None,
+        }
+
+    def _run_variant(self, result, variant, project, modules, backend, mode, settings, out_dir):
+        torch = self.torch
+        path = os.path.abspath(os.path.join(project.root, variant["path"]))
+        qualname = variant.get("qualname") or ""
+        relpath = project.relpath(path)
+        try:
+            text = project.read(path)
+        except FileNotFoundError:
+            raise errors.usage(f"no such file: {relpath}") from None
+        except UnicodeDecodeError as exc:
+            raise errors.usage(f"{relpath} is not UTF-8 text: {exc}") from None
+        try:
+            definition = sources.find_definition(text, qualname, relpath)
+        except SyntaxError as exc:
+            raise errors.AgentError(
+                "user_code",
+                f"SyntaxError: {exc.msg}",
+                type_="SyntaxError",
+                path=relpath,
+                line=exc.lineno,
+            ) from None
+        except sources.DefinitionNotFound as exc:
+            raise errors.usage(str(exc)) from None
+        result["function"].update(
+            source_hash=sources.source_hash(text, definition),
+            line=definition.def_line,
+            end_line=definition.end_line,
+        )
+        self.progress("importing", relpath)
+        module = modules.get(path)
+        if module is None:
+            try:
+                module = loader.import_file(project, path)
+            except errors.AgentError:
+                raise
+            except Exception as exc:
+                raise errors.from_user_code(exc, project.is_project_file, project.relpath) from None
+            modules[path] = module
+        target, owner = loader.resolve(module, qualname)
+
+        self.progress("building-inputs")
+        torch.manual_seed(0)
+        made, source_desc = self._inputs(
+            module, target, definition, text, relpath, project, backend
+        )
+        made.args = inputs.to_device(made.args, backend.device, torch)
+        made.kwargs = inputs.to_device(made.kwargs, backend.device, torch)
+        if isinstance(made.instance, torch.nn.Module):
+            made.instance.to(backend.device)
+            made.instance.train(mode == "training")
+        result["inputs"] = inputs.describe_inputs(made, source_desc, torch)
+
+        call = self._callable(target, owner, definition, made, variant, module, result, backend)
+        compiled = bool(variant.get("compile")) or _is_compiled(call, torch)
+        step = _make_step(call, made, mode, torch)
+        measurer = Measurer(
+            torch,
+            backend,
+            lambda: _mode_context(torch, mode),
+            settings,
+            self.progress,
+            self.cancelled,
+        )
+        try:
+            m = measurer.run(step, compiled=compiled, out_dir=out_dir, project=project)
+        except Cancelled:
+            raise
+        except errors.AgentError:
+            raise
+        except Exception as exc:
+            raise errors.from_user_code(exc, project.is_project_file, project.relpath) from None
+        for key in (
+            "dispatches_per_step",
+            "wall_time_per_step_us",
+            "cpu_time_per_step_us",
+            "device_time_per_step_us",
+            "peak_memory_bytes",
+            "first_call_us",
+            "ops",
+            "lines",
+            "timing",
+            "artifacts",
+        ):
+            result[key] = getattr(m, key)
+        result["warnings"].extend(m.warnings)
+        result["_output"] = _output_of(step, torch, mode)
+
+    def _inputs(self, module, target, definition, text, relpath, project, backend):
+        directives = sources.read_directives(text, definition)
+        if "inputs" not in directives and definition.kind == "method":
+            cls_name = definition.qualname.rsplit(".", 1)[0]
+            cls_def = sources.find_definition(text, cls_name, relpath)
+            directives = sources.read_directives(text, cls_def)
+        factory = self.request.get("inputs") or directives.get("inputs")
+        if factory:
+            value = inputs.call_factory(
+                module, factory, backend.device, relpath, project.is_project_file, project.relpath
+            )
+            return inputs.unpack_factory_result(value, definition, factory), f"directive:{factory}"
+        if definition.kind == "function" and inputs.defaults_suffice(target):
+            return inputs.Inputs((), {}), "defaults"
+        raise errors.usage(
+            inputs.missing_inputs_message(definition, relpath),
+            type_="InputsMissing",
+            path=relpath,
+            line=definition.def_line,
+        )
+
+    def _callable(self, target, owner, definition, made, variant, module, result, backend):
+        torch = self.torch
+        source = variant.get("source")
+        if source:
+            import hashlib
+
+            result["variant"]["source_hash"] = (
+                "sha256:" + hashlib.sha256(source.encode()).hexdigest()
+            )
+            replaces = variant.get("replaces") or definition.qualname
+            namespace = loader.exec_variant_source(module, source, result["variant"]["label"])
+            name = replaces.split(".")[-1]
+            if (
+                name not in namespace
+                or namespace[name] is getattr(module, name, None)
+                and "." not in replaces
+            ):
+                raise errors.usage(
+                    f"variant {result['variant']['label']!r}: its source defines no {name!r}"
+                )
+            replacement = namespace[name]
+            if "." in replaces:
+                if made.instance is None:
+                    raise errors.usage(
+                        f"variant replacing {replaces} needs an instance (inputs factory)"
+                    )
+                setattr(made.instance, name, types.MethodType(replacement, made.instance))
+            else:
+                target = replacement
+        if definition.kind == "function":
+            call = target
+        elif definition.kind == "class":
+            if made.instance is None:
+                raise errors.usage(
+                    f"{definition.qualname} needs (instance, args) from its inputs factory"
+                )
+            call = made.instance
+        else:
+            if made.instance is None:
+                raise errors.usage(
+                    f"{definition.qualname} needs (instance, args) from its inputs factory"
+                )
+            call = getattr(made.instance, definition.qualname.split(".")[-1])
+        if variant.get("compile"):
+            self.progress("compiling", "torch.compile")
+            if backend.compile_backend:
+                call = torch.compile(call, backend=backend.compile_backend)
+            else:
+                call = torch.compile(call)
+        return call
+
+    def _comparison(self, results: list[dict]) -> dict:
+        torch = self.torch
+        base = results[0]
+        speedups, ranges, diffs = [], [], []
+        baseline_out = base.get("_output")
+        for r in results:
+            t, b = r.get("timing"), base.get("timing")
+            if t and b and not r["error"] and not base["error"]:
+                speedups.append(b["median_us"] / t["median_us"])
+                ranges.append([b["min_us"] / t["max_us"], b["max_us"] / t["min_us"]])
+            else:
+                speedups.append(None)
+                ranges.append(None)
+            diffs.append(_max_abs_diff(baseline_out, r.get("_output"), torch))
+        warnings = []
+        if len({str(r["inputs"]) for r in results if r["inputs"]}) > 1:
+            warnings.append("the variants ran on different inputs: compare their figures with care")
+        for r in results:
+            r.pop("_output", None)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "variants": results,
+            "baseline": 0,
+            "speedups": speedups,
+            "speedup_ranges": ranges,
+            "max_abs_diff": diffs,
+            "warnings": warnings,
+        }
+
+
+def _default_label(variant: dict) -> str:
+    label = variant.get("qualname") or "?"
+    if variant.get("source"):
+        return f"{label} (fixed)"
+    if variant.get("compile"):
+        return f"{label} (compiled)"
+    return label
+
+
+def _is_compiled(obj, torch) -> bool:
+    if hasattr(obj, "_torchdynamo_orig_callable"):
+        return True
+    optimized = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    cls = getattr(optimized, "OptimizedModule", None)
+    return bool(cls and isinstance(obj, cls))
+
+
+@contextmanager
+def _mode_context(torch, mode: str):
+    with ExitStack() as stack:
+        if mode == "inference":
+            stack.enter_context(torch.inference_mode())
+        else:
+            stack.enter_context(torch.enable_grad())
+        yield
+
+
+def _make_step(call, made, mode: str, torch) -> Callable[[], Any]:
+    args, kwargs = made.args, made.kwargs
+    if mode == "inference":
+        return lambda: call(*args, **kwargs)
+    leaves = []
+    if isinstance(made.instance, torch.nn.Module):
+        leaves.extend(p for p in made.instance.parameters() if p.requires_grad)
+    else:
+        for value in _tensors(args) + _tensors(list(kwargs.values())):
+            if value.is_floating_point() and value.is_leaf:
+                value.requires_grad_(True)
+                leaves.append(value)
+    if not leaves:
+        raise errors.usage(
+            "training mode needs something to differentiate: a module with parameters, or "
+            "floating-point tensor arguments"
+        )
+
+    def step():
+        for leaf in leaves:
+            leaf.grad = None
+        out = call(*args, **kwargs)
+        outs = [t for t in _tensors(out) if t.requires_grad]
+        if not outs:
+            raise errors.usage("training mode: the function returned no tensor that requires grad")
+        sum(t.float().sum() for t in outs).backward()
+        return out
+
+    return step
+
+
+def _tensors(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _output_of(step, torch, mode) -> Any:
+    with _mode_context(torch, mode):
+        out = step()
+    return [t.detach().to("cpu") for t in _tensors(out)]
+
+
+def _max_abs_diff(a, b, torch) -> float | None:
+    if a is None or b is None or len(a) != len(b) or not a:
+        return None
+    worst = 0.0
+    for x, y in zip(a, b, strict=True):
+        if x.shape != y.shape:
+            return None
+        if x.numel():
+            worst = max(worst, float((x.double() - y.double()).abs().max()))
+    return worst

@@ -1,0 +1,109 @@
+"""Shared by the run subcommands (profile, compare): options, specs, running, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from trnlens import project
+from trnlens.cli import exitcodes
+from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
+from trnlens.store import Store
+from trnlens.targets.local import LocalTarget
+
+KIND_EXIT = {
+    "usage": exitcodes.USAGE,
+    "user_code": exitcodes.USER_CODE_FAILED,
+    "environment": exitcodes.TARGET_UNUSABLE,
+    "internal": exitcodes.TARGET_UNUSABLE,
+    "cancelled": 130,
+}
+
+
+class UsageError(Exception):
+    pass
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "cpu", "cuda", "neuron"],
+        help="where device time comes from (default: auto = neuron, cuda, cpu)",
+    )
+    parser.add_argument("--device", help="device to run on, e.g. cuda:1 (default: the backend's)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up steps, not measured (3)")
+    parser.add_argument("--steps", type=int, default=5, help="profiled steps (5)")
+    parser.add_argument(
+        "--repeats", type=int, default=20, help="calls in the timing pass without the profiler (20)"
+    )
+    parser.add_argument(
+        "--mode",
+        default="inference",
+        choices=["inference", "training"],
+        help="inference: inference_mode + eval(); training: forward + backward",
+    )
+    parser.add_argument(
+        "--inputs",
+        metavar="NAME",
+        help="inputs factory in the profiled module (overrides the directive)",
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="interpreter with torch to run the agent (default: this one)",
+    )
+    parser.add_argument("--format", default="table", choices=["table", "json"])
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    # fmt: skip
+
+
+def parse_spec(spec: str) -> tuple[Path, str]:
+    if "::" not in spec:
+        raise UsageError(f"expected PATH::QUALNAME (e.g. model.py::RMSNorm.forward), got {spec!r}")
+    path_text, qualname = spec.rsplit("::", 1)
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_file():
+        raise UsageError(f"no such file: {path_text}")
+    if not qualname or not all(part.isidentifier() for part in qualname.split(".")):
+        raise UsageError(f"not a qualified name: {qualname!r}")
+    return path, qualname
+
+
+def execute(args: argparse.Namespace, variants: list[dict], root: Path):
+    """Runs the request; returns (outcome or None, exit code, store)."""
+    store = Store(root)
+    request = ProfileRequest(
+        variants=variants, project_root=root, backend=args.backend, warmup=args.warmup,
+        steps=args.steps, repeats=args.repeats, mode=args.mode, device=args.device,
+        inputs=args.inputs,
+    )  # fmt: skip
+
+    def progress(message: dict) -> None:
+        if not args.quiet:
+            text = f" {message['message']}" if message.get("message") else ""
+            print(f"[{message['variant']}] {message['phase']}{text}", file=sys.stderr)
+
+    try:
+        outcome = asyncio.run(
+            run_profile(request, store, LocalTarget(python=args.python), on_progress=progress)
+        )
+    except AgentFailure as failure:
+        error = failure.error
+        where = f" at {error['path']}:{error['line']}" if error.get("path") else ""
+        print(f"trnlens: {error['kind']} error{where}: {error['message']}", file=sys.stderr)
+        if error.get("traceback") and error["kind"] != "usage":
+            print(error["traceback"].rstrip(), file=sys.stderr)
+        store.close()
+        return None, KIND_EXIT.get(failure.kind, exitcodes.TARGET_UNUSABLE), None
+    return outcome, exitcodes.OK, store
+
+
+def root_for(paths: list[Path]) -> Path:
+    roots = {project.find_root(p) for p in paths}
+    if len(roots) > 1:
+        return Path(os.path.commonpath([str(r) for r in roots]))
+    return roots.pop()

@@ -1,0 +1,41 @@
+"""``trnlens profile PATH::QUALNAME``: profile one function and print what it cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from trnlens.cli import common, exitcodes, render
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "profile",
+        help="profile one function, method or nn.Module class",
+        description="Profile PATH::QUALNAME (a function, Class.method, or an nn.Module Class) "
+        "under torch.profiler and print CPU and device time, dispatches and per-line figures.",
+    )
+    parser.add_argument("spec", metavar="PATH::QUALNAME")
+    common.add_run_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        path, qualname = common.parse_spec(args.spec)
+    except common.UsageError as exc:
+        print(f"trnlens: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    root = common.root_for([path])
+    outcome, code, store = common.execute(args, [{"path": str(path), "qualname": qualname}], root)
+    if outcome is None:
+        return code
+    store.close()
+    if args.format == "json":
+        print(json.dumps(outcome, indent=1))
+    else:
+        print(render.render_result(outcome, root=root, store_dir=store.artifacts))
+    if outcome.get("error"):
+        return common.KIND_EXIT.get(outcome["error"]["kind"], exitcodes.USER_CODE_FAILED)
+    return exitcodes.OK

@@ -1,0 +1,175 @@
+"""Text rendering of results for the terminal: figures with scaled units, tables, warnings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trnlens.results import Result
+
+
+def fmt_time(us: float | None) -> str:
+    if us is None:
+        return "-"
+    if us < 1000:
+        return f"{us:.0f} µs" if us >= 10 else f"{us:.1f} µs"
+    if us < 1_000_000:
+        return f"{us / 1000:.2f} ms"
+    return f"{us / 1_000_000:.2f} s"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def fmt_count(n: float | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n:g}" if isinstance(n, float) else str(n)
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+
+    def line(cells):
+        out = []
+        for i, cell in enumerate(cells):
+            out.append(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]))
+        return "  " + "  ".join(out).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def _source_line(root: Path | None, path: str, line: int) -> str:
+    if root is None:
+        return ""
+    try:
+        text = (root / path).read_text("utf-8").splitlines()[line - 1].strip()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def render_result(data: dict, root: Path | None = None, store_dir: Path | None = None) -> str:
+    r = Result(data)
+    dev = r.device_label
+    head = (
+        f"{r.identity}  ·  {data['target']}  ·  {data['backend']}: {data['device']}  ·  "
+        f"{data['mode']}"
+    )
+    out = [head]
+    if data["function"].get("unsaved"):
+        out.append("(profiled the unsaved editor buffer)")
+    if r.error:
+        e = r.error
+        where = f" at {e['path']}:{e['line']}" if e.get("path") else ""
+        out.append(f"error{where}: {e['message']}")
+        if e.get("traceback"):
+            out.append(e["traceback"].rstrip())
+        out.extend(f"warning: {w}" for w in data.get("warnings", []))
+        return "\n".join(out)
+    if r.time_basis == "cpu":
+        out.append(
+            "time basis: CPU (the cpu backend runs ops on the host; no accelerator time is claimed)"
+        )
+    figures = [
+        f"{fmt_count(data['dispatches_per_step'])} dispatches/step",
+        f"{fmt_time(data['device_time_per_step_us'])} {dev}",
+        f"{fmt_time(data['cpu_time_per_step_us'])} CPU (step)",
+        f"{fmt_time(data['wall_time_per_step_us'])} wall",
+    ]
+    if data.get("peak_memory_bytes") is not None:
+        figures.append(f"peak +{fmt_bytes(data['peak_memory_bytes'])}")
+    out.append("  " + "  ·  ".join(figures))
+    timing = data.get("timing")
+    if timing:
+        out.append(
+            f"  timing pass (no profiler): median {fmt_time(timing['median_us'])} "
+            f"(min {fmt_time(timing['min_us'])}, max {fmt_time(timing['max_us'])}) "
+            f"over {timing['repeats']} calls"
+        )
+    out.append(f"  {data['warmup']} warm-up steps, {data['steps']} profiled steps")
+    out.append("")
+    out.append("Ops (per step)")
+    device_columns = r.time_basis != "cpu"
+    headers = ["Name", "Self CPU", "CPU total"]
+    if device_columns:
+        headers += [f"Self {dev}", f"{dev} total"]
+    headers += ["Calls", "Input shapes"]
+    rows = []
+    for op in data["ops"][:15]:
+        row = [op["name"][:48], fmt_time(op["self_cpu_us"]), fmt_time(op["cpu_total_us"])]
+        if device_columns:
+            row += [fmt_time(op["self_device_us"]), fmt_time(op["device_total_us"])]
+        shapes = op.get("input_shapes") or []
+        row += [fmt_count(op["calls"]), str(shapes[0]) if shapes else ""]
+        rows.append(row)
+    right = set(range(1, len(headers) - 1))
+    out.extend(_table(headers, rows, right))
+    if data["lines"]:
+        out.append("")
+        out.append(
+            "Lines (self: each dispatch counts on the innermost project line that called it)"
+        )
+        total = sum(line["device_us"] for line in data["lines"]) or 1.0
+        rows = []
+        for line in sorted(data["lines"], key=lambda x: -x["device_us"]):
+            rows.append(
+                [
+                    f"{line['path']}:{line['line']}",
+                    f"{100 * line['device_us'] / total:.0f}%",
+                    fmt_time(line["device_us"]),
+                    fmt_count(line["dispatches"]),
+                    _source_line(root, line["path"], line["line"]),
+                ]
+            )
+        out.extend(_table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+    for warning in data.get("warnings", []):
+        out.append(f"warning: {warning}")
+    if store_dir is not None:
+        for artifact in data.get("artifacts", []):
+            out.append(f"{artifact['kind']}: {store_dir / r.run_id / artifact['path']}")
+    out.append(f"run: {r.run_id}")
+    return "\n".join(out)
+
+
+def render_comparison(data: dict) -> str:
+    variants = data["variants"]
+    base = variants[data.get("baseline", 0)]
+    dev = Result(base).device_label
+    headers = ["Variant", "Dispatches", f"{dev}/step", "Median (no profiler)", "Speed-up", "Range",
+               "Max |diff|"]  # fmt: skip
+    rows = []
+    for i, v in enumerate(variants):
+        label = v.get("variant", {}).get("label") or v["function"]["qualname"]
+        if i == data.get("baseline", 0):
+            label += " (baseline)"
+        if v.get("error"):
+            rows.append([label, "error", v["error"]["message"][:40], "", "", "", ""])
+            continue
+        speedup = data["speedups"][i]
+        span = (data.get("speedup_ranges") or [None] * len(variants))[i]
+        diff = (data.get("max_abs_diff") or [None] * len(variants))[i]
+        rows.append(
+            [
+                label,
+                fmt_count(v["dispatches_per_step"]),
+                fmt_time(v["device_time_per_step_us"]),
+                fmt_time((v.get("timing") or {}).get("median_us")),
+                f"{speedup:.2f}x" if speedup else "-",
+                f"{span[0]:.2f}-{span[1]:.2f}x" if span else "-",
+                f"{diff:.2e}" if diff is not None else "-",
+            ]
+        )
+    out = _table(headers, rows, {1, 2, 3, 4, 5, 6})
+    out.insert(0, f"{base['backend']}: {base['device']}  ·  {base['mode']}")
+    for warning in data.get("warnings", []):
+        out.append(f"warning: {warning}")
+    return "\n".join(out)

@@ -1,0 +1,263 @@
+"""A profile request on a target: start the agent, stream progress, cancel, store the results.
+
+asyncio over a subprocess, so that cancel really stops work: the agent is told first, and its
+process group is killed when it does not answer within the grace period (a run stuck in C code).
+The CLI and the language server both go through :func:`run_profile`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trnlens import project, results
+from trnlens.agent.protocol import SCHEMA_VERSION
+from trnlens.store import Store
+from trnlens.targets.local import LocalTarget
+
+Progress = Callable[[dict], Any]
+HELLO_TIMEOUT_S = 60.0
+CANCEL_GRACE_S = 1.0
+_ids = itertools.count(1)
+
+
+class AgentFailure(Exception):
+    """The request failed; ``error`` is the agent's error object (``kind`` says whose fault)."""
+
+    def __init__(self, error: dict):
+        super().__init__(error.get("message", "agent failure"))
+        self.error = error
+
+    @property
+    def kind(self) -> str:
+        return self.error.get("kind", "internal")
+
+
+def _failure(kind: str, message: str) -> AgentFailure:
+    return AgentFailure(
+        {"kind": kind, "type": kind, "message": message, "path": None, "line": None,
+         "traceback": None}
+    )  # fmt: skip
+
+
+class AgentProcess:
+    """One agent process speaking the line protocol; one request at a time."""
+
+    def __init__(self, target: LocalTarget):
+        self.target = target
+        self.proc: asyncio.subprocess.Process | None = None
+        self.hello: dict | None = None
+        self._stderr: deque[str] = deque(maxlen=200)
+        self._stderr_task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        try:
+            command = self.target.command()
+        except FileNotFoundError as exc:
+            raise _failure("environment", str(exc)) from None
+        self.proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.target.environment(),
+            start_new_session=True,  # its own process group: a terminal's Ctrl-C is ours to relay
+            limit=64 * 1024 * 1024,  # one result line can be large (many ops and lines)
+        )
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        try:
+            hello = await asyncio.wait_for(self._read(), HELLO_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            await self.kill()
+            raise _failure("environment", "the agent did not start in time") from None
+        if hello is None or hello.get("type") != "hello":
+            await self.kill()
+            raise _failure("environment", f"the agent did not start: {self.stderr_tail()}")
+        if hello.get("schema_version") != SCHEMA_VERSION:
+            await self.kill()
+            raise _failure(
+                "environment",
+                f"agent speaks schema {hello.get('schema_version')}, this trnlens {SCHEMA_VERSION}",
+            )
+        self.hello = hello
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc and self.proc.stderr
+        async for raw in self.proc.stderr:
+            self._stderr.append(raw.decode("utf-8", "replace").rstrip())
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        return "\n".join(list(self._stderr)[-lines:]) or "(no output)"
+
+    async def _read(self) -> dict | None:
+        assert self.proc and self.proc.stdout
+        while True:
+            raw = await self.proc.stdout.readline()
+            if not raw:
+                return None
+            try:
+                return json.loads(raw)
+            except ValueError:
+                self._stderr.append("(non-protocol output) " + raw.decode("utf-8", "replace"))
+
+    async def send(self, message: dict) -> None:
+        assert self.proc and self.proc.stdin
+        self.proc.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+        await self.proc.stdin.drain()
+
+    async def request(self, payload: dict, on_progress: Progress | None = None) -> dict:
+        """Sends a profile request; returns its result, raises AgentFailure on error/cancel."""
+        request_id = payload.setdefault("id", f"req-{os.getpid()}-{next(_ids)}")
+        payload["type"] = "profile"
+        await self.send(payload)
+        try:
+            while True:
+                message = await self._read()
+                if message is None:
+                    code = await self.proc.wait()
+                    raise _failure(
+                        "internal",
+                        f"the agent exited (code {code}) during the run:\n{self.stderr_tail()}",
+                    )
+                if message.get("id") != request_id:
+                    continue
+                kind = message.get("type")
+                if kind == "progress" and on_progress:
+                    outcome = on_progress(message)
+                    if isinstance(outcome, Awaitable):
+                        await outcome
+                elif kind == "result":
+                    return message["result"]
+                elif kind == "error":
+                    raise AgentFailure(message["error"])
+        except asyncio.CancelledError:
+            await self.cancel(request_id)
+            raise
+
+    async def cancel(self, request_id: str, grace_s: float = CANCEL_GRACE_S) -> None:
+        """Asks the agent to stop; kills its process group if it has not answered in time."""
+        if not self.alive():
+            return
+        try:
+            await self.send({"type": "cancel", "id": request_id})
+        except (ConnectionError, RuntimeError):
+            pass
+        try:
+            await asyncio.wait_for(self._wait_for_answer(request_id), grace_s)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            await self.kill()
+
+    async def _wait_for_answer(self, request_id: str) -> None:
+        while True:
+            message = await self._read()
+            if message is None or (
+                message.get("id") == request_id and message.get("type") in ("result", "error")
+            ):
+                return
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    async def kill(self) -> None:
+        if not self.alive():
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.proc.kill()
+        await self.proc.wait()
+
+    async def close(self) -> None:
+        if self.alive():
+            try:
+                await self.send({"type": "shutdown"})
+                self.proc.stdin.close()
+                await asyncio.wait_for(self.proc.wait(), 5)
+            except (asyncio.TimeoutError, ConnectionError, RuntimeError):
+                await self.kill()
+        if self._stderr_task:
+            self._stderr_task.cancel()
+
+
+@dataclass
+class ProfileRequest:
+    """What the user asked for, before it becomes protocol JSON."""
+
+    variants: list[dict]  # {"path" (absolute or project-relative), "qualname", ...}
+    project_root: Path
+    backend: str = "auto"
+    warmup: int = 3
+    steps: int = 5
+    repeats: int = 20
+    mode: str = "inference"
+    device: str | None = None
+    inputs: str | None = None
+    files: dict[str, str] = field(default_factory=dict)  # unsaved buffers: path -> text
+    options: dict = field(default_factory=dict)
+
+    def payload(self, store: Store, target_name: str) -> dict:
+        root = self.project_root
+        variants = []
+        for variant in self.variants:
+            v = dict(variant)
+            v["path"] = _relative(root, v["path"])
+            variants.append(v)
+        return {
+            "project_root": str(root),
+            "variants": variants,
+            "backend": self.backend,
+            "warmup": self.warmup,
+            "steps": self.steps,
+            "repeats": self.repeats,
+            "mode": self.mode,
+            "device": self.device,
+            "inputs": self.inputs,
+            "files": {_relative(root, p): text for p, text in self.files.items()},
+            "options": self.options,
+            "artifacts_dir": str(store.staging_dir()),
+            "context": {"target": target_name, "git_commit": project.git_commit(root)},
+        }
+
+
+def _relative(root: Path, path: str) -> str:
+    absolute = Path(path) if os.path.isabs(path) else root / path
+    try:
+        return absolute.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(absolute)
+
+
+async def run_profile(
+    request: ProfileRequest,
+    store: Store,
+    target: LocalTarget | None = None,
+    on_progress: Progress | None = None,
+    agent: AgentProcess | None = None,
+) -> dict:
+    """Runs a request on the target and stores every run; returns the result or comparison."""
+    target = target or LocalTarget()
+    own_agent = agent is None
+    agent = agent or AgentProcess(target)
+    try:
+        if not agent.alive():
+            await agent.start()
+        outcome = await agent.request(request.payload(store, target.name), on_progress)
+    finally:
+        if own_agent:
+            await agent.close()
+    results.check(outcome)
+    if "variants" in outcome:
+        comparison_id = outcome["variants"][0]["run_id"]
+        for variant in outcome["variants"]:
+            store.add(variant, comparison_id=comparison_id)
+    else:
+        store.add(outcome)
+    return outcome

@@ -1,0 +1,279 @@
+"""`.trnlens/` in the project root: every run in SQLite (stdlib sqlite3, WAL) plus its artifacts.
+
+Layout::
+
+    .trnlens/.gitignore          "*": nothing here belongs in git
+    .trnlens/runs.sqlite         one row per run, the whole result JSON included
+    .trnlens/artifacts/<run-id>/ result.json, trace.json, NEFF/NTFF ...
+    .trnlens/staging/<run-id>/   where the agent writes while a run is in flight
+
+Writing a run is atomic and ordered so that a kill at any moment loses no earlier run: the run's
+directory is completed under ``staging/`` (result.json written to a temp file, fsynced, renamed),
+moved into ``artifacts/`` with one rename, and only then recorded in a single SQLite transaction.
+A directory that made it into ``artifacts/`` without its row (killed between the two) is picked up
+on the next open. Artifacts beyond a size cap are pruned oldest first; the rows (and so the
+history) stay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from trnlens import results
+
+DB_VERSION = 1
+DEFAULT_CAP_BYTES = 1 << 30  # 1 GiB of artifacts
+
+_COLUMNS = """
+    run_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    path TEXT NOT NULL,
+    qualname TEXT NOT NULL,
+    source_hash TEXT,
+    variant TEXT,
+    target TEXT,
+    host TEXT,
+    backend TEXT,
+    device TEXT,
+    time_basis TEXT,
+    mode TEXT,
+    inputs_key TEXT,
+    git_commit TEXT,
+    dispatches REAL,
+    wall_us REAL,
+    cpu_us REAL,
+    device_us REAL,
+    median_us REAL,
+    error_kind TEXT,
+    comparison_id TEXT,
+    artifacts_pruned INTEGER NOT NULL DEFAULT 0,
+    result_json TEXT NOT NULL
+"""
+
+
+class Store:
+    def __init__(self, project_root: str | Path, cap_bytes: int = DEFAULT_CAP_BYTES):
+        self.root = Path(project_root) / ".trnlens"
+        self.artifacts = self.root / "artifacts"
+        self.staging = self.root / "staging"
+        self.cap_bytes = cap_bytes
+        for directory in (self.root, self.artifacts, self.staging):
+            directory.mkdir(parents=True, exist_ok=True)
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n", encoding="utf-8")
+        self.db_path = self.root / "runs.sqlite"
+        self._db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
+        self._recover()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- schema
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            with self._transaction():
+                self._db.execute(f"CREATE TABLE IF NOT EXISTS runs ({_COLUMNS})")
+                self._db.execute(
+                    "CREATE INDEX IF NOT EXISTS runs_by_function"
+                    " ON runs(path, qualname, created_at)"
+                )
+                self._db.execute(f"PRAGMA user_version = {DB_VERSION}")
+        elif version > DB_VERSION:
+            raise RuntimeError(
+                f"{self.db_path} was written by a newer trnlens (store version {version})"
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- writing
+    def staging_dir(self) -> Path:
+        """Where the agent writes a request's runs (one sub-directory per run id)."""
+        return self.staging
+
+    def add(self, result: dict, comparison_id: str | None = None) -> str:
+        """Stores one run (result JSON + whatever the agent left in staging/<run-id>/)."""
+        results.check(result)
+        run_id = result["run_id"]
+        staged = self.staging / run_id
+        staged.mkdir(parents=True, exist_ok=True)
+        _write_atomic(staged / "result.json", json.dumps(result, indent=1))
+        final = self.artifacts / run_id
+        if final.exists():
+            raise FileExistsError(f"run {run_id} is already stored")
+        os.replace(staged, final)
+        _fsync_dir(self.artifacts)
+        self._insert(result, comparison_id)
+        self.prune()
+        return run_id
+
+    def _insert(self, result: dict, comparison_id: str | None) -> None:
+        fn = result["function"]
+        timing = result.get("timing") or {}
+        row = {
+            "run_id": result["run_id"],
+            "created_at": result["created_at"],
+            "path": fn["path"],
+            "qualname": fn["qualname"],
+            "source_hash": fn.get("source_hash"),
+            "variant": (result.get("variant") or {}).get("label"),
+            "target": result.get("target"),
+            "host": result.get("host"),
+            "backend": result.get("backend"),
+            "device": result.get("device"),
+            "time_basis": result.get("time_basis"),
+            "mode": result.get("mode"),
+            "inputs_key": json.dumps(result.get("inputs"), sort_keys=True),
+            "git_commit": result.get("git_commit"),
+            "dispatches": result.get("dispatches_per_step"),
+            "wall_us": result.get("wall_time_per_step_us"),
+            "cpu_us": result.get("cpu_time_per_step_us"),
+            "device_us": result.get("device_time_per_step_us"),
+            "median_us": timing.get("median_us"),
+            "error_kind": (result.get("error") or {}).get("kind"),
+            "comparison_id": comparison_id,
+            "result_json": json.dumps(result),
+        }
+        names = ", ".join(row)
+        marks = ", ".join(f":{k}" for k in row)
+        with self._transaction():
+            self._db.execute(f"INSERT OR IGNORE INTO runs ({names}) VALUES ({marks})", row)
+
+    def _recover(self) -> None:
+        """Finishes what a killed writer left: rows for complete artifact dirs, no stale staging."""
+        known = {r[0] for r in self._db.execute("SELECT run_id FROM runs")}
+        for directory in self.artifacts.iterdir():
+            if directory.name in known or not directory.is_dir():
+                continue
+            try:
+                result = json.loads((directory / "result.json").read_text("utf-8"))
+                results.check(result)
+            except (OSError, ValueError):
+                continue  # incomplete or foreign: leave it for a person to look at
+            self._insert(result, None)
+        cutoff = time.time() - 24 * 3600
+        for directory in self.staging.iterdir():
+            # A run may be in flight in another process: only day-old leftovers are garbage.
+            if directory.is_dir() and directory.stat().st_mtime < cutoff:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    # -- reading
+    def get(self, run_id: str) -> dict | None:
+        row = self._db.execute(
+            "SELECT result_json FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def runs(
+        self, path: str | None = None, qualname: str | None = None, limit: int = 100
+    ) -> list[dict]:
+        query, args = "SELECT result_json FROM runs", []
+        clauses = []
+        if path is not None:
+            clauses.append("path = ?")
+            args.append(path)
+        if qualname is not None:
+            clauses.append("qualname = ?")
+            args.append(qualname)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
+        args.append(limit)
+        return [json.loads(r[0]) for r in self._db.execute(query, args)]
+
+    def latest(self, path: str, qualname: str) -> dict | None:
+        found = self.runs(path, qualname, limit=1)
+        return found[0] if found else None
+
+    def artifact_path(self, run_id: str, relative: str) -> Path:
+        path = (self.artifacts / run_id / relative).resolve()
+        if not path.is_relative_to((self.artifacts / run_id).resolve()):
+            raise ValueError(f"artifact path escapes its run directory: {relative}")
+        return path
+
+    def clear(self, path: str | None = None) -> int:
+        """Forgets runs (all, or one file's) and their artifacts."""
+        if path is None:
+            rows = self._db.execute("SELECT run_id FROM runs").fetchall()
+        else:
+            rows = self._db.execute("SELECT run_id FROM runs WHERE path = ?", (path,)).fetchall()
+        with self._transaction():
+            for (run_id,) in rows:
+                self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        for (run_id,) in rows:
+            shutil.rmtree(self.artifacts / run_id, ignore_errors=True)
+        return len(rows)
+
+    # -- size cap
+    def artifacts_size(self) -> int:
+        return sum(f.stat().st_size for f in self.artifacts.rglob("*") if f.is_file())
+
+    def prune(self) -> int:
+        """Deletes the oldest runs' artifact files (result.json stays) until under the cap."""
+        total = self.artifacts_size()
+        if total <= self.cap_bytes:
+            return 0
+        pruned = 0
+        oldest = self._db.execute(
+            "SELECT run_id FROM runs WHERE artifacts_pruned = 0 ORDER BY created_at, run_id"
+        ).fetchall()
+        for (run_id,) in oldest:
+            if total <= self.cap_bytes:
+                break
+            directory = self.artifacts / run_id
+            for file in sorted(directory.rglob("*"), reverse=True):
+                if file.is_file() and file.name != "result.json":
+                    total -= file.stat().st_size
+                    file.unlink()
+                elif file.is_dir():
+                    shutil.rmtree(file, ignore_errors=True)
+            with self._transaction():
+                self._db.execute("UPDATE runs SET artifacts_pruned = 1 WHERE run_id = ?", (run_id,))
+            pruned += 1
+        return pruned
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temp = path.with_name(path.name + ".tmp")
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
