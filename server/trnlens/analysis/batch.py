@@ -1,0 +1,109 @@
+"""Checking many files: read, analyse, optionally fix and write back, in parallel when it pays.
+
+Fixes are written atomically (a temporary file in the same directory, then ``os.replace``), so an
+interrupted ``--fix`` leaves each file either as it was or fully fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from trnlens.analysis.engine import analyse_source
+from trnlens.analysis.fixes import apply_edits
+from trnlens.analysis.model import Finding
+from trnlens.analysis.source import decode
+
+# Below this many files a process pool costs more to start than it saves.
+PARALLEL_THRESHOLD = 16
+# Fixes whose edits overlap are applied over several rounds; more is never needed in practice.
+MAX_FIX_ROUNDS = 4
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)  # what remains (after fixing)
+    fixed: int = 0  # fixes applied and written
+    error: str | None = None  # the file could not be written back
+
+
+def check_file(
+    path: str,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    fix: bool = False,
+) -> FileResult:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        from trnlens.analysis.engine import analyse_path
+
+        return FileResult(path, analyse_path(path), error=str(exc))
+    decoded = decode(data)
+    findings = analyse_source(decoded.text, path, select, ignore, decode_error=decoded.decode_error)
+    result = FileResult(path, findings)
+    # A file that did not decode cleanly holds replacement characters: never write it back.
+    if not fix or decoded.decode_error:
+        return result
+    text = decoded.text
+    for _ in range(MAX_FIX_ROUNDS):
+        safe = [f for f in findings if f.fix and f.fix.applicability == "safe"]
+        if not safe:
+            break
+        edits = [e for f in safe for e in f.fix.edits]  # type: ignore[union-attr]
+        new_text = apply_edits(text, edits)
+        if new_text == text:
+            break
+        text = new_text
+        result.fixed += len(safe)
+        findings = analyse_source(text, path, select, ignore)
+    result.findings = findings
+    if result.fixed:
+        try:
+            payload = ("\ufeff" if decoded.bom else "") + text
+            write_atomic(path, payload.encode(decoded.encoding))
+        except (OSError, UnicodeEncodeError) as exc:
+            result.error = f"cannot write fixes: {exc}"
+            result.fixed = 0
+            result.findings = analyse_source(decoded.text, path, select, ignore)
+    return result
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".trnlens-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check_files(
+    paths: Sequence[str],
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    fix: bool = False,
+    workers: int | None = None,
+) -> list[FileResult]:
+    """``check_file`` over ``paths``, in input order; a process pool for many files."""
+    workers = workers or min(os.cpu_count() or 1, 8)
+    if len(paths) < PARALLEL_THRESHOLD or workers < 2:
+        return [check_file(p, select, ignore, fix) for p in paths]
+    n = len(paths)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        chunk = max(1, n // (workers * 4))
+        return list(
+            pool.map(check_file, paths, [select] * n, [ignore] * n, [fix] * n, chunksize=chunk)
+        )

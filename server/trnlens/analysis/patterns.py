@@ -1,0 +1,177 @@
+"""Recognising tensor operations in the AST, written either way real code writes them.
+
+``torch.rsqrt(x)`` and ``x.rsqrt()`` are the same operation; ``OpCall`` gives both one shape
+(the tensor operand first, then the remaining arguments) so that rules match the operation and not
+the spelling.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# Names under which torch and torch.nn.functional are usually imported; the engine adds the
+# aliases a module actually declares (see ``ModuleInfo``).
+DEFAULT_TORCH = frozenset({"torch"})
+DEFAULT_FUNCTIONAL = frozenset({"F", "nnf"})
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    torch: frozenset[str] = DEFAULT_TORCH  # aliases bound to the torch module
+    functional: frozenset[str] = DEFAULT_FUNCTIONAL  # aliases bound to torch.nn.functional
+    imports_torch: bool = False
+
+    def torch_name(self) -> str:
+        """A name the fixed code can use for torch: the module's own alias where it has one."""
+        return "torch" if "torch" in self.torch or not self.torch else sorted(self.torch)[0]
+
+
+def module_info(body: list[ast.stmt]) -> ModuleInfo:
+    torch_names: set[str] = set()
+    functional: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "torch" or (alias.name.startswith("torch.") and not alias.asname):
+                    torch_names.add(alias.asname or "torch")
+                elif alias.name == "torch.nn.functional":
+                    functional.add(alias.asname or "torch")
+        elif isinstance(node, ast.ImportFrom) and node.module in {"torch.nn", "torch"}:
+            for alias in node.names:
+                if alias.name == "functional" and node.module == "torch.nn":
+                    functional.add(alias.asname or "functional")
+    return ModuleInfo(
+        torch=frozenset(torch_names) or DEFAULT_TORCH,
+        functional=frozenset(functional) | DEFAULT_FUNCTIONAL,
+        imports_torch=bool(torch_names or functional),
+    )
+
+
+@dataclass(frozen=True)
+class OpCall:
+    name: str
+    operand: ast.expr | None  # the tensor the op works on: receiver of a method, else 1st argument
+    args: tuple[ast.expr, ...]  # the remaining positional arguments
+    keywords: dict[str, ast.expr]
+    node: ast.Call
+    is_method: bool
+
+    def arg(self, position: int, keyword: str) -> ast.expr | None:
+        if position < len(self.args):
+            return self.args[position]
+        return self.keywords.get(keyword)
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``torch.nn.functional`` for that attribute chain; None for anything not a plain chain."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def is_module_ref(node: ast.AST, info: ModuleInfo) -> bool:
+    """Is ``node`` torch, torch.nn.functional or one of their aliases (as the head of a call)?"""
+    name = dotted(node)
+    if name is None:
+        return False
+    return (
+        name in info.torch
+        or name in info.functional
+        or name in {"torch.nn.functional", "nn.functional", "torch.special", "torch.Tensor"}
+    )
+
+
+def op_call(node: ast.AST, names: set[str] | frozenset[str], info: ModuleInfo) -> OpCall | None:
+    """The call as an op in ``names``: ``torch.X(t, ...)``, ``F.X(t, ...)`` or ``t.X(...)``."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    name = node.func.attr
+    if name not in names or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    if any(k.arg is None for k in node.keywords):  # **kwargs: arguments unknown
+        return None
+    keywords = {k.arg: k.value for k in node.keywords if k.arg}
+    if is_module_ref(node.func.value, info):
+        operand = node.args[0] if node.args else keywords.pop("input", None)
+        return OpCall(name, operand, tuple(node.args[1:]), keywords, node, False)
+    return OpCall(name, node.func.value, tuple(node.args), keywords, node, True)
+
+
+def number(node: ast.AST | None) -> float | None:
+    """The value of a numeric literal (``2``, ``-1``, ``0.5``); None for anything else."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = number(node.operand)
+        if inner is not None:
+            return -inner if isinstance(node.op, ast.USub) else inner
+    return None
+
+
+def is_true(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def is_last_dim(node: ast.AST | None) -> bool:
+    """``-1``, ``(-1,)`` or ``[-1]``: the reductions these rules accept."""
+    if isinstance(node, ast.Tuple | ast.List) and len(node.elts) == 1:
+        node = node.elts[0]
+    return number(node) == -1
+
+
+_FLOAT32 = {"float32", "float"}
+
+
+def is_float32_dtype(node: ast.AST | None) -> bool:
+    name = dotted(node) if node is not None else None
+    return name is not None and name.split(".")[-1] in _FLOAT32 and "." in name
+
+
+def upcast_operand(node: ast.AST, info: ModuleInfo) -> ast.expr | None:
+    """For ``t.float()``, ``t.to(torch.float32)`` or ``t.type(torch.float32)``: ``t``."""
+    call = op_call(node, {"float", "to", "type"}, info)
+    if call is None or not call.is_method:
+        return None
+    if call.name == "float" and not call.args and not call.keywords:
+        return call.operand
+    if call.name in {"to", "type"} and len(call.args) + len(call.keywords) == 1:
+        if is_float32_dtype(call.arg(0, "dtype")):
+            return call.operand
+    return None
+
+
+def is_pure_ref(node: ast.AST) -> bool:
+    """A name, attribute chain or constant subscript: cheap to evaluate twice, no tensor op."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return is_pure_ref(node.value)
+    if isinstance(node, ast.Subscript):
+        return is_pure_ref(node.value) and isinstance(node.slice, ast.Constant | ast.Name)
+    return False
+
+
+def is_scalar_expr(node: ast.AST) -> bool:
+    """A literal, a name or attribute, or arithmetic on those: what an ``eps`` looks like."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float)
+    if isinstance(node, ast.Name | ast.Attribute):
+        return is_pure_ref(node)
+    if isinstance(node, ast.UnaryOp):
+        return is_scalar_expr(node.operand)
+    if isinstance(node, ast.BinOp):
+        return is_scalar_expr(node.left) and is_scalar_expr(node.right)
+    return False
+
+
+def needs_parens(node: ast.AST) -> bool:
+    """Must ``node``'s text be parenthesised before ``.attr`` or as an operand?"""
+    return not isinstance(
+        node, ast.Name | ast.Attribute | ast.Call | ast.Subscript | ast.Constant | ast.Tuple
+    )

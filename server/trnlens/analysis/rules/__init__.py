@@ -1,0 +1,13 @@
+"""The rule registry: one module per rule family, every rule listed here once."""
+
+from __future__ import annotations
+
+from trnlens.analysis.rules.base import Context, Match, Rule
+from trnlens.analysis.rules.rmsnorm import RMSNormRule
+
+ALL_RULES: tuple[Rule, ...] = (RMSNormRule(),)
+
+# Not a pattern rule: the engine reports unreadable or unparsable source under this code.
+SYNTAX_CODE = "TRN000"
+
+__all__ = ["ALL_RULES", "SYNTAX_CODE", "Context", "Match", "Rule"]

@@ -1,0 +1,84 @@
+"""What every rule sees (``Context``) and returns (``Match``), and the ``Rule`` interface.
+
+A rule only recognises a pattern and says what to replace; turning a ``Match`` into a ``Finding``
+with edits and a runnable variant is common to all rules and lives in ``analysis.fixes``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+from trnlens.analysis.dataflow import Def, Flow
+from trnlens.analysis.patterns import ModuleInfo
+from trnlens.analysis.source import SourceText
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass
+class Context:
+    """One function (or a module's top-level statements, with ``func`` None) under analysis."""
+
+    src: SourceText
+    info: ModuleInfo
+    module_body: list[ast.stmt]
+    body: list[ast.stmt]
+    flow: Flow
+    func: FunctionNode | None = None
+    qualname: str | None = None
+
+    @cached_property
+    def parents(self) -> dict[int, ast.AST]:
+        table: dict[int, ast.AST] = {}
+        for stmt in self.body:
+            for node in ast.walk(stmt):
+                for child in ast.iter_child_nodes(node):
+                    table[id(child)] = node
+        return table
+
+    def walk(self) -> Iterable[ast.AST]:
+        """Every node of this body, not descending into nested functions or classes (their own
+        contexts analyse them)."""
+        stack: list[ast.AST] = list(reversed(self.body))
+        while stack:
+            node = stack.pop()
+            yield node
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+    def text(self, node: ast.AST) -> str:
+        return self.src.segment(node)
+
+    def operand_text(self, node: ast.AST) -> str:
+        """Source of ``node``, parenthesised where it would bind wrongly as an operand."""
+        from trnlens.analysis.patterns import needs_parens
+
+        text = self.text(node)
+        return f"({text})" if needs_parens(node) else text
+
+
+@dataclass
+class Match:
+    code: str
+    message: str
+    node: ast.AST  # the range the finding is reported on
+    ops: list[ast.AST] = field(default_factory=list)  # tensor ops of the naive pattern
+    # The fix: replace each node's source by the text; delete the assignments that only fed it.
+    replacements: list[tuple[ast.AST, str]] = field(default_factory=list)
+    candidates: list[Def] = field(default_factory=list)  # assignments the fix may delete
+    fix_message: str | None = None
+    applicability: str = "safe"
+    extra_nodes: list[ast.AST] = field(default_factory=list)  # more nodes the pattern spans
+
+
+class Rule(Protocol):
+    code: str
+    name: str  # short, for docs and `--help`
+    summary: str
+
+    def check(self, ctx: Context) -> Iterable[Match]: ...

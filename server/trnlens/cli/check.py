@@ -1,0 +1,65 @@
+"""``trnlens check PATH...``: static analysis from the terminal and CI (no torch needed)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trnlens.analysis import RULES
+from trnlens.analysis.batch import check_files
+from trnlens.analysis.discovery import python_files
+from trnlens.analysis.formats import FORMATS, render
+from trnlens.cli import exitcodes
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="find costly PyTorch patterns (naive RMSNorm, host syncs in loops...) statically",
+        description="Analyse Python files without running them. Exit 1 when findings remain.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=None,
+        metavar="CODES",
+        help="only these codes or prefixes, comma-separated (e.g. TRN001,TRN1)",
+    )
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=None,
+        metavar="CODES",
+        help="skip these codes or prefixes, comma-separated",
+    )
+    parser.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
+    parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    parser.set_defaults(func=run)
+
+
+def _codes(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        files = python_files(args.paths)
+    except FileNotFoundError as exc:
+        print(f"trnlens check: no such file or directory: {exc.args[0]}", file=sys.stderr)
+        return exitcodes.USAGE
+    results = check_files(files, _codes(args.select), _codes(args.ignore), fix=args.fix)
+    findings = [f for r in results for f in r.findings]
+    sys.stdout.write(render(findings, args.format, RULES))
+    fixed = sum(r.fixed for r in results)
+    for r in results:
+        if r.error:
+            print(f"trnlens check: {r.path}: {r.error}", file=sys.stderr)
+    if args.format == "text":
+        summary = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"
+        if args.fix:
+            summary += f" remaining, {fixed} fixed"
+        print(f"{summary} in {len(files)} file{'s' if len(files) != 1 else ''}.", file=sys.stderr)
+    return exitcodes.FINDINGS if findings else exitcodes.OK
