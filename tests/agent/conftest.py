@@ -1,0 +1,46 @@
+"""Helpers for agent tests: small projects on disk and in-process runs with real torch."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from trnlens.agent.runner import Runner
+
+FAST = {"backend": "cpu", "warmup": 1, "steps": 2, "repeats": 3}
+
+
+@pytest.fixture
+def make_project(tmp_path: Path):
+    """Writes {relative path: source} under a fresh project root and returns the root."""
+
+    def make(files: dict[str, str]) -> Path:
+        for relative, text in files.items():
+            path = tmp_path / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return tmp_path
+
+    return make
+
+
+def run(root: Path, variants: list[dict], phases: list | None = None, **overrides) -> dict:
+    """Runs one request in this process (torch already imported) and returns the outcome."""
+    request = {
+        **FAST,
+        "project_root": str(root),
+        "variants": variants,
+        "artifacts_dir": str(root / ".stage"),
+        **overrides,
+    }
+    seen = phases if phases is not None else []
+    return Runner(request, lambda **m: seen.append(m), lambda: False).run()
+
+
+def line_of(root: Path, relative: str, needle: str) -> int:
+    """1-based line of the first line containing ``needle``: tests name lines by their text."""
+    for number, text in enumerate((root / relative).read_text().splitlines(), start=1):
+        if needle in text:
+            return number
+    raise AssertionError(f"{needle!r} not in {relative}")
