@@ -1,0 +1,183 @@
+"""The agent as a process: the shipped bundle, the line protocol, cancel, isolation."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from trnlens.agent.protocol import SCHEMA_VERSION
+from trnlens.targets import bundle
+
+SLOW = """
+import time
+import torch
+
+print("user output on stdout must not break the protocol")
+
+
+def slow(x=torch.ones(64, 64)):
+    print("printing inside the measured function")
+    for _ in range(200):
+        x = torch.tanh(x)
+        time.sleep(0.002)
+    return x
+
+
+def quick(x=torch.ones(8)):
+    return x + 1
+"""
+
+
+class Agent:
+    """An agent process and a reader thread collecting its protocol messages."""
+
+    def __init__(self, command: list[str], cwd: Path, env: dict | None = None):
+        self.proc = subprocess.Popen(
+            command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+        )  # fmt: skip
+        self.messages: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.stderr: list[str] = []
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.messages.put(json.loads(line))  # every stdout line must be protocol JSON
+        self.messages.put(None)
+
+    def send(self, message: dict) -> None:
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def next(self, timeout=120.0, **match) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.messages.get(timeout=max(deadline - time.monotonic(), 0.01))
+            assert message is not None, "agent exited:\n" + "".join(self.stderr[-30:])
+            if all(message.get(k) == v for k, v in match.items()):
+                return message
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def agent_dir(tmp_path):
+    (tmp_path / "slow.py").write_text(textwrap.dedent(SLOW))
+    return tmp_path
+
+
+def request(root: Path, qualname: str, request_id: str, **extra) -> dict:
+    return {
+        "type": "profile", "id": request_id, "project_root": str(root),
+        "variants": [{"path": "slow.py", "qualname": qualname}], "backend": "cpu",
+        "warmup": 1, "steps": 2, "repeats": 3, "artifacts_dir": str(root / ".stage"), **extra,
+    }  # fmt: skip
+
+
+def test_bundle_speaks_the_protocol_and_survives_user_prints(agent_dir):
+    agent = Agent([sys.executable, str(bundle.build(agent_dir / "cache"))], agent_dir)
+    try:
+        hello = agent.next(type="hello")
+        assert hello["schema_version"] == SCHEMA_VERSION
+        agent.send(request(agent_dir, "quick", "a"))
+        progress = agent.next(type="progress", id="a")
+        assert progress["phase"] == "importing"
+        result = agent.next(type="result", id="a")["result"]
+        assert result["dispatches_per_step"] == 1
+        agent.send({"type": "ping", "id": "p"})
+        assert agent.next(type="pong", id="p")["busy"] is None
+        agent.proc.stdin.write("this is not json\n")
+        agent.proc.stdin.flush()
+        assert agent.next(type="error")["error"]["kind"] == "usage"
+        agent.send({"type": "shutdown"})
+        assert agent.proc.wait(timeout=30) == 0
+        assert any("user output on stdout" in line for line in agent.stderr)
+    finally:
+        agent.close()
+
+
+def test_cancel_stops_a_run_within_a_second_and_the_agent_serves_on(agent_dir):
+    agent = Agent([sys.executable, "-m", "trnlens.agent"], agent_dir)
+    try:
+        agent.next(type="hello")
+        agent.send(request(agent_dir, "slow", "long", steps=50, warmup=5))
+        agent.next(type="progress", id="long", phase="measuring")
+        sent = time.monotonic()
+        agent.send({"type": "cancel", "id": "long"})
+        error = agent.next(type="error", id="long", timeout=10)
+        assert error["error"]["kind"] == "cancelled"
+        assert time.monotonic() - sent < 1.0
+        agent.send(request(agent_dir, "quick", "next"))
+        assert agent.next(type="result", id="next")["result"]["error"] is None
+    finally:
+        agent.close()
+
+
+def test_one_shot_use_is_one_request_then_end_of_input(agent_dir):
+    done = subprocess.run(
+        [sys.executable, "-m", "trnlens.agent"], cwd=agent_dir, capture_output=True, text=True,
+        input=json.dumps(request(agent_dir, "quick", "once")) + "\n", timeout=120,
+    )  # fmt: skip
+    kinds = [json.loads(line)["type"] for line in done.stdout.splitlines()]
+    assert kinds[0] == "hello" and kinds[-1] == "result"
+    assert done.returncode == 0
+
+
+def _env_without_trnlens(tmp_path: Path) -> Path:
+    """A venv that sees torch (via a .pth to our site-packages) but not trnlens.
+
+    Paths a .pth file adds are not site directories, so the editable install's own .pth in our
+    site-packages is not processed there: `import trnlens` fails, `import torch` works.
+    """
+    venv = tmp_path / "isolated-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    Path(site, "torch-only.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def test_agent_runs_isolated_where_trnlens_cannot_be_imported(agent_dir, tmp_path):
+    python = _env_without_trnlens(tmp_path)
+    check = "import torch\ntry:\n import trnlens\nexcept ImportError:\n print('no trnlens')"
+    probe = subprocess.run(
+        [python, "-I", "-c", check],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert probe.stdout.strip() == "no trnlens", probe.stderr
+    pyz = bundle.build(tmp_path / "cache")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run(
+        [python, "-I", str(pyz)], cwd=agent_dir, capture_output=True, text=True, env=env,
+        input=json.dumps(request(agent_dir, "quick", "iso")) + "\n", timeout=120,
+    )  # fmt: skip
+    messages = [json.loads(line) for line in done.stdout.splitlines()]
+    assert messages[-1]["type"] == "result", done.stderr
+    assert messages[-1]["result"]["dispatches_per_step"] == 1
+    assert messages[0]["executable"] == str(python)
+
+
+def test_bundle_is_cached_by_content(tmp_path):
+    first = bundle.build(tmp_path)
+    assert bundle.build(tmp_path) == first
+    import zipfile
+
+    names = zipfile.ZipFile(first).namelist()
+    assert "__main__.py" in names and "trnlens_agent/runner.py" in names
+    assert not any(name.startswith("trnlens/") for name in names)
