@@ -15,7 +15,6 @@ import importlib.util
 import linecache
 import os
 import sys
-import sysconfig
 import types
 from dataclasses import dataclass, field
 
@@ -52,7 +51,7 @@ class Project:
 
 
 _AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
-_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+_OWN_PACKAGE = __name__.partition(".")[0]  # "trnlens_agent" when shipped, "trnlens" in place
 
 
 class _BufferLoader(importlib.abc.Loader):
@@ -87,10 +86,29 @@ class _BufferFinder(importlib.abc.MetaPathFinder):
         )
 
 
-def forget_project_modules(project: Project) -> None:
+# Directories this process put on sys.path for users' code, over all requests so far.
+_USER_DIRS: set[str] = set()
+
+
+def _add_search_dir(directory: str) -> None:
+    directory = os.path.abspath(directory)
+    _USER_DIRS.add(directory)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+
+
+def forget_user_modules(project: Project) -> None:
+    """Drops the modules loaded from users' code (this project's, or an earlier request's), so
+    the next import reads the current text. Installed packages are never touched."""
+    roots = tuple(d.rstrip(os.sep) + os.sep for d in _USER_DIRS | {project.root})
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
-        if filename and project.is_project_file(filename):
+        if not filename or name == "__main__" or name.partition(".")[0] == _OWN_PACKAGE:
+            continue
+        path = os.path.abspath(filename)
+        if project.is_project_file(path) or (
+            path.startswith(roots) and not set(path.split(os.sep)).intersection(_ENV_DIRS)
+        ):
             del sys.modules[name]
     importlib.invalidate_caches()
 
@@ -104,8 +122,7 @@ def install(project: Project) -> None:
     for path, text in project.files.items():
         lines = text.splitlines(keepends=True)
         linecache.cache[path] = (len(text), None, lines, path)
-    if project.root not in sys.path:
-        sys.path.insert(0, project.root)
+    _add_search_dir(project.root)
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -124,8 +141,7 @@ def import_file(project: Project, path: str) -> types.ModuleType:
     if path not in project.files and not os.path.isfile(path):
         raise errors.usage(f"no such file: {path}")
     name, search_dir = module_name_for(path)
-    if search_dir not in sys.path:
-        sys.path.insert(0, search_dir)
+    _add_search_dir(search_dir)
     existing = sys.modules.get(name)
     if existing is not None and not project.is_project_file(getattr(existing, "__file__", "")):
         # The file's name clashes with an already imported module (say `profile.py` vs the

@@ -61,7 +61,8 @@ class Agent:
                 )
             else:
                 self.requests.put(message)
-        self.cancel(None)  # the server went away: stop what runs, then exit
+        # End of input: no more requests. What is queued still runs (one-shot use pipes a
+        # request and closes stdin); a server that died is noticed when a write fails.
         self.requests.put(None)
 
     def cancel(self, request_id) -> None:

@@ -91,7 +91,7 @@ class Runner:
             options["device"] = self.request["device"]
         backend = backends.select(backend_name, torch, options, artifacts_dir)
 
-        loader.forget_project_modules(project)
+        loader.forget_user_modules(project)
         loader.install(project)
         results = []
         modules: dict[str, types.ModuleType] = {}
@@ -101,8 +101,6 @@ class Runner:
             out_dir = os.path.join(artifacts_dir, run_id)
             os.makedirs(out_dir, exist_ok=True)
             result = self._base_result(run_id, variant, project, backend, mode, settings)
-            result["warnings"].extend(backend.warnings)
-            backend.warnings.clear()
             try:
                 self._run_variant(
                     result, variant, project, modules, backend, mode, settings, out_dir
@@ -115,6 +113,10 @@ class Runner:
                 # The user's code failed: the run is still a result (the editor shows it on the
                 # raising line, a comparison keeps the other variants).
                 result["error"] = exc.to_json()
+            finally:
+                # What the backend noticed (during selection or profiling) belongs to this run.
+                result["warnings"][:0] = backend.warnings
+                backend.warnings.clear()
             results.append(result)
         if torch_import_s > 0.05:
             results[0]["warnings"].append(f"import torch took {torch_import_s:.1f} s (cold agent)")

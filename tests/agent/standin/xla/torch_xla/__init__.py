@@ -1,0 +1,1 @@
+"""STAND-IN for torch_xla, which the older torch-neuronx depends on."""
