@@ -1,6 +1,14 @@
 """Source text in, findings out: parse, visit every function, run the selected rules.
 
 Pure: no I/O beyond ``analyse_path`` reading its file, no torch, nothing executed.
+
+Fast re-analysis after an edit: the module is cut into top-level chunks (a def, a class, an
+import...) at lines that start at column 0, and each chunk is parsed and analysed on its own,
+with results cached by the chunk's text. An edit inside one function re-parses and re-analyses
+that chunk only; findings of the other chunks are reused and moved to their new lines. When a
+chunk does not parse alone (a column-0 line inside a multi-line string), it is merged with the
+next; when that fails too, the whole module is parsed at once, and a real syntax error is
+reported while the chunks that do parse are still analysed.
 """
 
 from __future__ import annotations
@@ -8,14 +16,16 @@ from __future__ import annotations
 import ast
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
-from trnlens.analysis.dataflow import Flow
-from trnlens.analysis.fixes import to_finding
+from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
 from trnlens.analysis.model import Finding, Location
-from trnlens.analysis.patterns import module_info
+from trnlens.analysis.patterns import ModuleInfo, module_info
 from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Rule
-from trnlens.analysis.source import SourceText, decode, parse_blocks
+from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
 
 log = logging.getLogger(__name__)
@@ -23,6 +33,43 @@ log = logging.getLogger(__name__)
 # Past this a file is reported, not parsed: CPython's parser needs several times the text in
 # memory, and no hand-written model file comes near it.
 MAX_CHARS = 20_000_000
+# How many following chunks a chunk that fails to parse may absorb before the whole module is
+# parsed at once instead (a long docstring with many column-0 lines).
+MAX_MERGE = 8
+
+
+class _LRU:
+    """A small thread-safe LRU map (the language server may analyse from several threads)."""
+
+    def __init__(self, size: int) -> None:
+        self._data: OrderedDict[object, object] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: object) -> object | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: object, value: object) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+_PARSED = _LRU(8192)  # chunk text -> statements | ParseError
+_ANALYSED = _LRU(8192)  # (chunk text, ModuleInfo) -> findings with rows relative to the chunk
+
+
+@dataclass
+class _Chunk:
+    start: int  # 1-based row of the chunk's first line in the module
+    text: str
+    body: list[ast.stmt] | None  # None: did not parse
 
 
 def analyse_source(
@@ -37,23 +84,22 @@ def analyse_source(
     ignore = list(ignore) if ignore is not None else None
     findings: list[Finding] = []
     if decode_error:
-        findings.append(_error(path, f"cannot decode file: {decode_error}", 1, 1))
+        findings.append(_error(f"cannot decode file: {decode_error}", 1, 1))
     if len(text) > MAX_CHARS:
         message = f"file too large to analyse ({len(text):,} characters; limit {MAX_CHARS:,})"
-        findings.append(_error(path, message, 1, 1))
-        return _filter(findings, SourceText(""), select, ignore)
-    parsed = parse_blocks(text)
-    if parsed.error is not None:
-        e = parsed.error
-        note = "; the rest of the file was analysed block by block" if parsed.body else ""
-        findings.append(_error(path, e.message + note, e.row, e.column))
-    src = SourceText(text)
-    rules = [r for r in ALL_RULES if is_selected(r.code, select, ignore)]
-    if rules:
-        info = module_info(parsed.body)
-        for ctx in _contexts(src, info, parsed.body):
-            findings.extend(_run_rules(rules, ctx, path))
-    return _filter(findings, src, select, ignore)
+        findings.append(_error(message, 1, 1))
+        return _finish(findings, SourceText(""), path, select, ignore)
+    chunks, error = _chunks(text)
+    if error is not None:
+        note = "; the rest of the file was analysed block by block" if chunks else ""
+        findings.append(_error(error.message + note, error.row, error.column))
+    info, import_row = _module_facts(chunks)
+    for chunk in chunks:
+        findings.extend(_analyse_chunk(chunk, info))
+    if not info.imports_torch:
+        for f in findings:
+            add_missing_import(f, import_row)
+    return _finish(findings, SourceText(text), path, select, ignore)
 
 
 def analyse_path(
@@ -67,32 +113,164 @@ def analyse_path(
         with open(name, "rb") as fh:
             data = fh.read()
     except OSError as exc:
-        return [_error(name, f"cannot read file: {exc.strerror or exc}", 1, 1)]
+        finding = _error(f"cannot read file: {exc.strerror or exc}", 1, 1)
+        finding.filename = name
+        return [finding]
     decoded = decode(data)
     return analyse_source(decoded.text, name, select, ignore, decode_error=decoded.decode_error)
 
 
-def _error(path: str, message: str, row: int, column: int) -> Finding:
+def _error(message: str, row: int, column: int) -> Finding:
     loc = Location(row, column)
-    return Finding(SYNTAX_CODE, message, loc, loc, filename=path, severity="error")
+    return Finding(SYNTAX_CODE, message, loc, loc, severity="error")
 
 
-def _contexts(src: SourceText, info, body: list[ast.stmt]) -> Iterator[Context]:
-    yield Context(src, info, body, body, Flow(body))  # module-level code (scripts, loops)
-    yield from _scope(src, info, body, body, prefix="")
+# -- chunking ---------------------------------------------------------------------------------
+def _parse_cached(text: str) -> list[ast.stmt] | ParseError:
+    cached = _PARSED.get(text)
+    if cached is None:
+        cached = parse(text)
+        _PARSED.put(text, cached)
+    return cached  # type: ignore[return-value]
+
+
+def _chunks(text: str) -> tuple[list[_Chunk], ParseError | None]:
+    lines = text.splitlines(keepends=True)
+    starts = statement_starts(lines)
+    bounds = [*starts, len(lines)]
+    chunks: list[_Chunk] = []
+    i = 0
+    while i < len(starts):
+        members = _class_members(lines, starts[i], bounds[i + 1])
+        if members is not None:
+            chunks.extend(members)
+            i += 1
+            continue
+        merged = _parse_merging(lines, starts, bounds, i, header="")
+        if merged is None:
+            return _whole_module(text, lines, starts)
+        chunk, i = merged
+        chunks.append(chunk)
+    return chunks, None
+
+
+def _parse_merging(
+    lines: list[str], starts: list[int], bounds: list[int], i: int, header: str
+) -> tuple[_Chunk, int] | None:
+    """Parse ``header`` + the chunk at ``starts[i]``, absorbing following chunks while it fails.
+
+    Returns the chunk and the index of the next unparsed start, or None when nothing parses."""
+    header_rows = header.count("\n")
+    for j in range(i + 1, min(i + 1 + MAX_MERGE, len(bounds))):
+        text = header + "".join(lines[starts[i] : bounds[j]])
+        body = _parse_cached(text)
+        if not isinstance(body, ParseError):
+            return _Chunk(starts[i] + 1 - header_rows, text, body), j
+    return None
+
+
+# Classes longer than this are analysed member by member, so that an edit in one method re-parses
+# that method only.
+CLASS_SPLIT_LINES = 40
+
+
+def _class_members(lines: list[str], start: int, end: int) -> list[_Chunk] | None:
+    """A long class cut into its members, each parsed under a copy of the class header (so that
+    qualnames and columns stay right); None when the class cannot be cut that way."""
+    if end - start < CLASS_SPLIT_LINES:
+        return None
+    i = start
+    while i < end and lines[i].startswith("@"):
+        i += 1
+    if i >= end or not lines[i].startswith("class ") or not _code(lines[i]).endswith(":"):
+        return None  # decorators or a header spanning lines: not worth the risk
+    header = "".join(lines[start : i + 1])
+    body = range(i + 1, end)
+    indent = next((_indent(lines[k]) for k in body if _code(lines[k])), "")
+    if not indent:
+        return None
+    starts = [k for k in statement_starts([ln.removeprefix(indent) for ln in lines[i + 1 : end]])]
+    starts = [i + 1 + k for k in starts if lines[i + 1 + k].startswith(indent)]
+    if not starts:
+        return None
+    starts[0] = i + 1  # leading blank lines and comments go with the first member
+    bounds = [*starts, end]
+    chunks: list[_Chunk] = []
+    k = 0
+    while k < len(starts):
+        merged = _parse_merging(lines, starts, bounds, k, header)
+        if merged is None:
+            return None
+        chunk, k = merged
+        chunks.append(chunk)
+    return chunks
+
+
+def _code(line: str) -> str:
+    return line.split("#", 1)[0].strip()
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _whole_module(
+    text: str, lines: list[str], starts: list[int]
+) -> tuple[list[_Chunk], ParseError | None]:
+    body = _parse_cached(text)
+    if not isinstance(body, ParseError):
+        return [_Chunk(1, text, body)], None
+    # A real syntax error: analyse every top-level chunk that parses on its own.
+    bounds = [*starts, len(lines)]
+    chunks = []
+    for k, start in enumerate(starts):
+        chunk = "".join(lines[start : bounds[k + 1]])
+        parsed = _parse_cached(chunk)
+        if not isinstance(parsed, ParseError):
+            chunks.append(_Chunk(start + 1, chunk, parsed))
+    return chunks, body
+
+
+def _module_facts(chunks: list[_Chunk]) -> tuple[ModuleInfo, int]:
+    """Torch aliases over the whole module, and the row where a missing ``import torch`` goes."""
+    statements = [s for c in chunks for s in c.body or []]
+    import_row = 1
+    for chunk in chunks:
+        stmt = (chunk.body or [None])[0]
+        is_doc = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+        is_future = isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
+        if not (is_doc or is_future):
+            break
+        import_row = chunk.start + (stmt.end_lineno or stmt.lineno)  # type: ignore[union-attr]
+    return module_info(statements), import_row
+
+
+# -- analysis ---------------------------------------------------------------------------------
+def _analyse_chunk(chunk: _Chunk, info: ModuleInfo) -> list[Finding]:
+    key = (chunk.text, info)
+    cached = _ANALYSED.get(key)
+    if cached is None:
+        src = SourceText(chunk.text)
+        cached = [f for ctx in _contexts(src, info, chunk.body or []) for f in _run(ctx)]
+        _ANALYSED.put(key, cached)
+    return [shifted(f, chunk.start - 1) for f in cached]  # type: ignore[union-attr]
+
+
+def _contexts(src: SourceText, info: ModuleInfo, body: list[ast.stmt]) -> Iterator[Context]:
+    yield Context(src, info, body)  # module-level code (scripts, loops)
+    yield from _scope(src, info, body, prefix="")
 
 
 def _scope(
-    src: SourceText, info, module_body: list[ast.stmt], body: Sequence[ast.stmt], prefix: str
+    src: SourceText, info: ModuleInfo, body: Sequence[ast.stmt], prefix: str
 ) -> Iterator[Context]:
     for node in _defs(body):
         if isinstance(node, ast.ClassDef):
-            yield from _scope(src, info, module_body, node.body, f"{prefix}{node.name}.")
+            yield from _scope(src, info, node.body, f"{prefix}{node.name}.")
             continue
         qualname = f"{prefix}{node.name}"
-        flow = Flow(node.body, _params(node.args))
-        yield Context(src, info, module_body, node.body, flow, node, qualname)
-        yield from _scope(src, info, module_body, node.body, f"{qualname}.<locals>.")
+        yield Context(src, info, node.body, node, qualname, _params(node.args))
+        yield from _scope(src, info, node.body, f"{qualname}.<locals>.")
 
 
 def _defs(
@@ -115,29 +293,45 @@ def _params(args: ast.arguments) -> list[str]:
     return [a.arg for a in every]
 
 
-def _run_rules(rules: list[Rule], ctx: Context, path: str) -> Iterator[Finding]:
+def _run(ctx: Context) -> Iterator[Finding]:
+    """Every rule on one context. Selection is applied later, so that cached results serve any
+    ``--select``; each rule is guarded so that one rule's failure costs only its own findings."""
+    rules: Sequence[Rule] = ALL_RULES
+    try:
+        names = ctx.names
+    except RecursionError:
+        return
     for rule in rules:
+        if rule.triggers and rule.triggers.isdisjoint(names):
+            continue
         try:
             matches = list(rule.check(ctx))
+            found = [to_finding(ctx, match, "") for match in matches]
         except RecursionError:  # absurdly deep expressions: skip this function, keep the rest
-            log.warning("%s: %s skipped in %s (too deeply nested)", path, rule.code, ctx.qualname)
+            log.warning("%s skipped in %s (too deeply nested)", rule.code, ctx.qualname)
             continue
-        for match in matches:
-            yield to_finding(ctx, match, path)
+        yield from found
 
 
-def _filter(
-    findings: list[Finding], src: SourceText, select: list[str] | None, ignore: list[str] | None
+def _finish(
+    findings: list[Finding],
+    src: SourceText,
+    path: str,
+    select: list[str] | None,
+    ignore: list[str] | None,
 ) -> list[Finding]:
     kept = []
     for f in findings:
-        if f.code != SYNTAX_CODE and not is_selected(f.code, select, ignore):
-            continue
-        if f.code == SYNTAX_CODE and ignore and not is_selected(f.code, None, ignore):
+        if f.code == SYNTAX_CODE:
+            # Unparsable source is always reported, unless ignored by name.
+            if ignore and not is_selected(f.code, None, ignore):
+                continue
+        elif not is_selected(f.code, select, ignore):
             continue
         rows = {f.location.row, f.end_location.row}
         if is_suppressed(f.code, (src.line(r) for r in rows)):
             continue
+        f.filename = path
         kept.append(f)
     kept.sort(key=lambda f: (f.location, f.code))
     return kept

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from dataclasses import replace
 
 from trnlens.analysis.dataflow import Def
 from trnlens.analysis.model import Edit, Finding, Fix, Location
@@ -33,7 +34,6 @@ def to_finding(ctx: Context, match: Match, filename: str) -> Finding:
         edits = list(_replacement_edits(ctx, match))
         deleted = removable_statements(ctx, match)
         edits.extend(_deletion_edit(ctx.src, stmt) for stmt in deleted)
-        edits.extend(_import_edits(ctx, match))
         edits.sort(key=lambda e: e.location)
         finding.fix = Fix(match.fix_message, tuple(edits), match.applicability)
         if deleted:
@@ -50,18 +50,16 @@ def _replacement_edits(ctx: Context, match: Match) -> Iterable[Edit]:
         yield Edit(text, ctx.src.node_start(node), ctx.src.node_end(node))
 
 
-def _import_edits(ctx: Context, match: Match) -> Iterable[Edit]:
-    """``import torch`` at the top when the fix names torch and the module never imported it."""
-    if ctx.info.imports_torch or not any("torch." in t for _, t in match.replacements):
+def add_missing_import(finding: Finding, row: int) -> None:
+    """Make a fix that names torch work in a module that never imported it: ``import torch``
+    at ``row`` (after the docstring and ``__future__`` imports), and in the variant too."""
+    fix = finding.fix
+    if fix is None or not any("torch." in e.content for e in fix.edits):
         return
-    row = 1
-    for stmt in ctx.module_body:
-        is_docstring = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-        if is_docstring or (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
-            row = (stmt.end_lineno or stmt.lineno) + 1
-        else:
-            break
-    yield Edit("import torch\n", Location(row, 1), Location(row, 1))
+    edit = Edit("import torch\n", Location(row, 1), Location(row, 1))
+    finding.fix = Fix(fix.message, (edit, *fix.edits), fix.applicability)
+    if finding.variant_source is not None:
+        finding.variant_source = "import torch\n" + finding.variant_source
 
 
 def removable_statements(ctx: Context, match: Match) -> list[ast.stmt]:
@@ -138,8 +136,7 @@ def variant_source(ctx: Context, fix: Fix) -> str | None:
         return None
     first, last = span
     inside = [e for e in fix.edits if first <= e.location.row and e.end_location.row <= last + 1]
-    outside = [e for e in fix.edits if e not in inside]
-    if any(e.content.strip() != "import torch" for e in outside):
+    if len(inside) != len(fix.edits):
         return None
     segment = "".join(ctx.src.lines[first - 1 : last])
     if not segment.endswith("\n"):
@@ -152,9 +149,7 @@ def variant_source(ctx: Context, fix: Fix) -> str | None:
         )
         for e in inside
     ]
-    fixed = dedent_block(apply_edits(segment, shifted), ctx.src.indent_of(first))
-    prefix = "".join(e.content for e in outside)
-    return prefix + fixed
+    return dedent_block(apply_edits(segment, shifted), ctx.src.indent_of(first))
 
 
 def dedent_block(text: str, indent: str) -> str:
@@ -166,3 +161,26 @@ def dedent_block(text: str, indent: str) -> str:
         return text
     lines = text.splitlines(keepends=True)
     return "".join(line[len(indent) :] if line.startswith(indent) else line for line in lines)
+
+
+def shifted(finding: Finding, rows: int) -> Finding:
+    """A copy of ``finding`` moved down by ``rows`` lines (a cached block that moved)."""
+    if rows == 0:
+        return replace(finding)
+
+    def move(loc: Location) -> Location:
+        return Location(loc.row + rows, loc.column)
+
+    fix = finding.fix
+    if fix is not None:
+        edits = tuple(Edit(e.content, move(e.location), move(e.end_location)) for e in fix.edits)
+        fix = Fix(fix.message, edits, fix.applicability)
+    lines = finding.lines
+    return replace(
+        finding,
+        location=move(finding.location),
+        end_location=move(finding.end_location),
+        fix=fix,
+        lines=(lines[0] + rows, lines[1] + rows) if lines else None,
+        extra=dict(finding.extra),
+    )

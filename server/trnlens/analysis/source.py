@@ -99,32 +99,15 @@ class ParseError:
     column: int  # 1-based
 
 
-@dataclass
-class ParsedModule:
-    # Module-level statements that parsed: the whole module, or the blocks that parsed on their own.
-    body: list[ast.stmt]
-    error: ParseError | None = None
-
-
-def parse_blocks(text: str) -> ParsedModule:
+def parse(text: str) -> list[ast.stmt] | ParseError:
+    """The module's statements, or why Python's parser refused it (never raises)."""
     try:
-        return ParsedModule(ast.parse(text).body)
+        return ast.parse(text).body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        error = _describe(exc)
-    body: list[ast.stmt] = []
-    lines = text.splitlines(keepends=True)
-    for start, end in _top_level_blocks(lines):
-        chunk = "".join(lines[start:end])
-        try:
-            tree = ast.parse(chunk)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        ast.increment_lineno(tree, start)
-        body.extend(tree.body)
-    return ParsedModule(body, error)
+        return describe(exc)
 
 
-def _describe(exc: BaseException) -> ParseError:
+def describe(exc: BaseException) -> ParseError:
     if isinstance(exc, SyntaxError):
         return ParseError(f"syntax error: {exc.msg}", exc.lineno or 1, max(exc.offset or 1, 1))
     if isinstance(exc, RecursionError | MemoryError):
@@ -132,24 +115,25 @@ def _describe(exc: BaseException) -> ParseError:
     return ParseError(f"cannot parse: {exc}", 1, 1)
 
 
-# A line at column 0 that starts a new top-level statement (not a continuation, comment or blank).
-_TOP_LEVEL = re.compile(r"[A-Za-z_@]")
-_CONTINUATION = re.compile(r"(else|elif|except|finally|case)\b")
+# A line at column 0 that may start a top-level statement: not blank, not a comment, not a closing
+# bracket, not a clause continuing the previous statement.
+_STATEMENT = re.compile(r"[^\s#)\]}]")
+_CONTINUATION = re.compile(r"(else|elif|except|finally)\b")
 
 
-def _top_level_blocks(lines: list[str]) -> list[tuple[int, int]]:
-    """0-based [start, end) line ranges of top-level statements, found from indentation alone.
+def statement_starts(lines: list[str]) -> list[int]:
+    """0-based lines where a top-level statement may start, from indentation alone.
 
-    Decorators stay with the def they decorate and ``else``/``except`` with their statement. A
-    multi-line string whose lines start at column 0 may split a block wrongly; that block then fails
-    to parse and is skipped, which costs findings in that block only.
+    Decorators stay with what they decorate. A line at column 0 inside a multi-line string or
+    bracket is a false start: the text before it then fails to parse on its own, which the
+    caller (``engine``) detects and repairs by merging chunks.
     """
     starts: list[int] = []
     previous_decorator = False
     for i, line in enumerate(lines):
-        if not _TOP_LEVEL.match(line) or _CONTINUATION.match(line):
+        if not _STATEMENT.match(line) or _CONTINUATION.match(line):
             continue
         if not previous_decorator:
             starts.append(i)
         previous_decorator = line.startswith("@")
-    return [(s, starts[k + 1] if k + 1 < len(starts) else len(lines)) for k, s in enumerate(starts)]
+    return starts

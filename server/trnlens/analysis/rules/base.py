@@ -25,11 +25,33 @@ class Context:
 
     src: SourceText
     info: ModuleInfo
-    module_body: list[ast.stmt]
     body: list[ast.stmt]
-    flow: Flow
     func: FunctionNode | None = None
     qualname: str | None = None
+    params: list[str] = field(default_factory=list)
+
+    @cached_property
+    def flow(self) -> Flow:
+        # Built only for functions some rule finds worth a closer look: most functions never pay.
+        return Flow(self.body, self.params)
+
+    @cached_property
+    def nodes(self) -> list[ast.AST]:
+        return list(self.walk())
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        """Every identifier and attribute name in the body (``**`` for a power): a cheap test
+        of whether a rule can match here at all."""
+        found: set[str] = set()
+        for node in self.nodes:
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+                found.add("**")
+        return frozenset(found)
 
     @cached_property
     def parents(self) -> dict[int, ast.AST]:
@@ -80,5 +102,7 @@ class Rule(Protocol):
     code: str
     name: str  # short, for docs and `--help`
     summary: str
+    # The rule runs only in bodies that mention one of these names (see ``Context.names``).
+    triggers: frozenset[str]
 
     def check(self, ctx: Context) -> Iterable[Match]: ...

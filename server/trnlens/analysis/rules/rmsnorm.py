@@ -220,9 +220,10 @@ class RMSNormRule:
     code = "TRN001"
     name = "naive-rmsnorm"
     summary = "hand-written RMSNorm; use torch.rms_norm"
+    triggers = frozenset({"mean"})
 
     def check(self, ctx: Context) -> Iterator[Match]:
-        for node in ctx.walk():
+        for node in ctx.nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
                 core = _match_core(ctx, node)
                 if core is not None:
