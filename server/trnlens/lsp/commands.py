@@ -1,0 +1,120 @@
+"""Server commands (``workspace/executeCommand``), IDs prefixed ``trnlens.server.``.
+
+Each takes one JSON object argument (a lens carries it, so any LSP editor can click it) and
+returns a JSON object. A refusal raises :class:`CommandError`, which the client receives as the
+command's error response, with a message saying what to do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from trnlens.lsp.runs import RequestRefused
+
+if TYPE_CHECKING:
+    from trnlens.lsp.server import TrnlensServer
+
+PROFILE = "trnlens.server.profile"
+CANCEL = "trnlens.server.cancel"
+SELECT_TARGET = "trnlens.server.selectTarget"
+CLEAR_RESULTS = "trnlens.server.clearResults"
+
+
+class CommandError(Exception):
+    pass
+
+
+def _argument(args: tuple[Any, ...]) -> dict[str, Any]:
+    if not args or args[0] is None:
+        return {}
+    if not isinstance(args[0], dict):
+        raise CommandError("trnlens commands take one object argument, e.g. {uri, qualname}")
+    return args[0]
+
+
+async def profile(server: TrnlensServer, *args: Any) -> dict:
+    """{uri, qualname, target?} -> {token, state, position, target, alreadyPending}."""
+    arg = _argument(args)
+    uri, qualname = arg.get("uri"), arg.get("qualname")
+    if not isinstance(uri, str) or not isinstance(qualname, str):
+        raise CommandError("trnlens.server.profile needs {uri, qualname}")
+    try:
+        return await server.runs.profile(uri, qualname, arg.get("target"))
+    except RequestRefused as exc:
+        server.show(f"trnlens: {exc}", types.MessageType.Error)
+        raise CommandError(str(exc)) from None
+
+
+async def cancel(server: TrnlensServer, *args: Any) -> dict:
+    """{uri?, qualname?} -> {cancelled}: that function's job, a file's jobs, or every job."""
+    arg = _argument(args)
+    count = await server.runs.cancel(arg.get("uri"), arg.get("qualname"))
+    return {"cancelled": count}
+
+
+async def select_target(server: TrnlensServer, *args: Any) -> dict:
+    """{target?} -> {target, targets}. Without a name, asks the user when the client can."""
+    arg = _argument(args)
+    settings = server.config.settings_for(server.default_root())
+    names = sorted(settings.targets)
+    chosen = arg.get("target")
+    if chosen is None and _can_ask(server):
+        answer = await server.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Info,
+                message=f"trnlens: profile on which target? (now: {settings.target})",
+                actions=[types.MessageActionItem(title=name) for name in names],
+            )
+        )
+        chosen = answer.title if answer else None
+    if chosen is not None:
+        try:
+            settings.target_named(chosen)
+        except KeyError as exc:
+            raise CommandError(str(exc.args[0])) from None
+        server.config.session_target = chosen
+        server.refresh_lenses()
+    return {"target": server.config.settings_for(server.default_root()).target, "targets": names}
+
+
+def _can_ask(server: TrnlensServer) -> bool:
+    window = server.client_capabilities.window
+    return bool(window and window.show_message)
+
+
+async def clear_results(server: TrnlensServer, *args: Any) -> dict:
+    """{uri?} -> {cleared}: forgets one file's runs, or every run of the open projects."""
+    arg = _argument(args)
+    uri = arg.get("uri")
+    cleared = 0
+    if uri is not None:
+        doc = server.documents.get(uri)
+        path = server.path_of(uri)
+        root, relpath = server.root_and_relpath(path)
+        store = server.store(root)
+        if store is not None:
+            cleared = store.clear(relpath)
+        if doc is not None:
+            doc.placements.clear()
+        uris = [uri]
+    else:
+        for root in server.roots():
+            store = server.store(root)
+            if store is not None:
+                cleared += store.clear()
+        for doc in server.documents.values():
+            doc.placements.clear()
+        uris = list(server.documents)
+    for each in uris:
+        server.after_run(each)
+    return {"cleared": cleared}
+
+
+HANDLERS = {
+    PROFILE: profile,
+    CANCEL: cancel,
+    SELECT_TARGET: select_target,
+    CLEAR_RESULTS: clear_results,
+}

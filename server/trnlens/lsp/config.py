@@ -1,0 +1,70 @@
+"""The server's view of settings: the client's layers, each project's pyproject, and trust.
+
+A document's settings come from its project root (each root may have its own pyproject.toml);
+the client's ``initializationOptions`` and ``workspace/configuration`` apply to all roots, and a
+target chosen with ``trnlens.server.selectTarget`` wins over everything for this session.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from trnlens import settings as settings_
+from trnlens.settings import Layer, Settings, SettingsError
+
+log = logging.getLogger(__name__)
+
+
+class Config:
+    def __init__(self) -> None:
+        self.trusted = True
+        self.initialization = Layer("initializationOptions", {})
+        self.client = Layer("workspace/configuration", {})
+        self.session_target: str | None = None
+        self._pyproject: dict[Path, tuple[float, Layer]] = {}
+        self.problems: dict[Path, str] = {}  # root -> the last settings error there
+
+    def set_initialization_options(self, options: Any) -> None:
+        options = options if isinstance(options, dict) else {}
+        # Clients that say nothing are trusted; only an explicit `false` restricts.
+        self.trusted = options.get("trusted", True) is not False
+        self.initialization = settings_.client_layer(options, "initializationOptions")
+
+    def set_client_configuration(self, values: Any) -> None:
+        self.client = settings_.client_layer(values, "workspace/configuration")
+
+    def pyproject(self, root: Path) -> Layer:
+        path = root / "pyproject.toml"
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            mtime = -1.0
+        cached = self._pyproject.get(root)
+        if cached is None or cached[0] != mtime:
+            cached = (mtime, settings_.pyproject_layer(root))
+            self._pyproject[root] = cached
+        return cached[1]
+
+    def layers(self, root: Path) -> list[Layer]:
+        layers = [self.pyproject(root), self.initialization, self.client]
+        if self.session_target is not None:
+            layers.append(Layer("selectTarget", {"target": self.session_target}))
+        return layers
+
+    def resolve(self, root: Path) -> Settings:
+        """Raises SettingsError: for commands, where the user must hear what is wrong."""
+        return settings_.resolve(self.layers(root), trusted=self.trusted)
+
+    def settings_for(self, root: Path) -> Settings:
+        """Never raises: lenses and hints fall back to the defaults and remember the problem."""
+        try:
+            found = self.resolve(root)
+        except SettingsError as exc:
+            if self.problems.get(root) != str(exc):
+                log.warning("settings for %s: %s", root, exc)
+            self.problems[root] = str(exc)
+            return settings_.resolve([], trusted=self.trusted)
+        self.problems.pop(root, None)
+        return found

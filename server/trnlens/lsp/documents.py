@@ -1,0 +1,256 @@
+"""An open Python document as the server sees it: its definitions and the runs placed on it.
+
+The text is parsed at most once per version (lenses, hints and hovers all ask). When the text does
+not parse (mid-edit), the last good parse is kept and its definition lines follow the edits, so
+lenses do not jump or vanish while the user types. Runs are *placed* on the document: each keeps
+the measured lines it reported for this file, anchored so they follow edits (see ``anchors``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trnlens.agent import sources
+from trnlens.lsp.anchors import Change, LineAnchors, diff_map
+from trnlens.results import Result
+
+_IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch[ \t.])", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A function, method or nn.Module class, with 0-based lines of the parsed version."""
+
+    qualname: str
+    kind: str  # "function", "method" or "class"
+    def_line: int
+    start_line: int
+    end_line: int
+    def_column: int
+
+
+@dataclass
+class Analysis:
+    """One successful parse: the profilable symbols, their lines following later edits."""
+
+    text: str
+    symbols: dict[str, Symbol]
+    imports_torch: bool
+    anchors: LineAnchors  # def lines of the parsed version -> now
+    _hashes: dict[str, str] = field(default_factory=dict)
+
+    def def_line_now(self, symbol: Symbol) -> int | None:
+        return self.anchors.get(symbol.def_line)
+
+    def source_hash(self, qualname: str) -> str | None:
+        """The engine's source_hash of the symbol (lazy: only placed functions need it)."""
+        symbol = self.symbols.get(qualname)
+        if symbol is None:
+            return None
+        if qualname not in self._hashes:
+            definition = sources.Definition(
+                qualname, symbol.kind, symbol.def_line + 1, symbol.start_line + 1,
+                symbol.end_line + 1, (),
+            )  # fmt: skip
+            self._hashes[qualname] = sources.source_hash(self.text, definition)
+        return self._hashes[qualname]
+
+    def symbol_at(self, line: int) -> Symbol | None:
+        """The innermost symbol whose header (decorators..def line) holds the current ``line``."""
+        for symbol in self.symbols.values():
+            now = self.def_line_now(symbol)
+            if now is not None and now - (symbol.def_line - symbol.start_line) <= line <= now:
+                return symbol
+        return None
+
+
+def analyse(text: str) -> Analysis:
+    """Parses ``text``; raises SyntaxError (the caller keeps the previous analysis)."""
+    tree = sources.parse(text)
+    found: dict[str, Symbol] = {}
+    modules = _module_classes(tree)
+    for qualname, node, in_class in sources.iter_definitions(tree):
+        if isinstance(node, ast.ClassDef):
+            if qualname not in modules:
+                continue
+            kind = "class"
+        else:
+            kind = "method" if in_class else "function"
+        start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        found[qualname] = Symbol(
+            qualname, kind, node.lineno - 1, start - 1, (node.end_lineno or node.lineno) - 1,
+            node.col_offset,
+        )  # fmt: skip
+    anchors = LineAnchors(s.def_line for s in found.values())
+    return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors)
+
+
+def _module_classes(tree: ast.Module) -> set[str]:
+    """Qualnames of classes deriving from ``nn.Module`` (directly or through a class here)."""
+    classes = {
+        qualname: node
+        for qualname, node, _ in sources.iter_definitions(tree)
+        if isinstance(node, ast.ClassDef)
+    }
+    found: set[str] = set()
+    changed = True
+    while changed:  # a fixpoint: `class B(A)` counts once `A` is known to be a Module
+        changed = False
+        for qualname, node in classes.items():
+            if qualname in found:
+                continue
+            for base in node.bases:
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if name == "Module" or any(q.rsplit(".", 1)[-1] == name for q in found):
+                    found.add(qualname)
+                    changed = True
+                    break
+    return found
+
+
+@dataclass
+class Placement:
+    """One run shown on this document."""
+
+    result: Result
+    lines: dict[int, dict]  # measured 0-based line -> the result's line entry for this file
+    error_line: int | None  # measured 0-based line of the raising line in this file
+    anchors: LineAnchors
+
+    def now(self, measured: int) -> int | None:
+        return self.anchors.get(measured)
+
+    def line_total(self) -> float:
+        """What shares are shares of: all attributed line time of the run (any file)."""
+        total = sum(entry.get("device_us") or 0 for entry in self.result.data.get("lines", []))
+        return total or (self.result.data.get("device_time_per_step_us") or 0)
+
+
+@dataclass(frozen=True)
+class EditMark:
+    """The document's state when a run was requested: replaying later edits places its lines."""
+
+    generation: int
+    index: int
+
+
+class ProfiledDocument:
+    def __init__(self, uri: str, path: Path, root: Path, text: str, generation: int):
+        self.uri = uri
+        self.path = path
+        self.root = root
+        self.relpath = _relpath(path, root)
+        self.text = text
+        self.generation = generation
+        self.placements: dict[str, Placement] = {}
+        self._analysis: Analysis | None = None
+        self._analysed_text: str | None = None
+        # Edits since the oldest outstanding mark: Change, or a full-text line mapping.
+        self._log: list[Change | dict[int, int]] = []
+        self._log_base = 0
+        self._marks = 0
+
+    # -- text
+    def analysis(self) -> Analysis | None:
+        if self._analysed_text is not self.text:
+            self._analysed_text = self.text
+            try:
+                self._analysis = analyse(self.text)
+            except (SyntaxError, ValueError):
+                pass  # keep the last good parse: its anchors have followed the edits
+        return self._analysis
+
+    def update(self, new_text: str, changes: list) -> None:
+        """Applies one didChange (already applied to ``new_text``) to everything anchored."""
+        edits: list[Change | dict[int, int]] = []
+        ranged = [Change.from_lsp(c) for c in changes]
+        if all(c is not None for c in ranged):
+            edits.extend(ranged)
+        else:  # a full-text change: diff the lines instead
+            edits.append(diff_map(self.text.splitlines(), new_text.splitlines()))
+        self.text = new_text
+        anchor_sets = [p.anchors for p in self.placements.values()]
+        if self._analysis is not None:
+            anchor_sets.append(self._analysis.anchors)
+        for edit in edits:
+            for anchors in anchor_sets:
+                if isinstance(edit, Change):
+                    anchors.apply(edit)
+                else:
+                    anchors.apply_full(edit)
+        if self._marks:
+            self._log.extend(edits)
+
+    # -- runs
+    def mark(self) -> EditMark:
+        self._marks += 1
+        return EditMark(self.generation, self._log_base + len(self._log))
+
+    def release(self, mark: EditMark) -> None:
+        if mark.generation != self.generation:
+            return
+        self._marks = max(0, self._marks - 1)
+        if not self._marks:
+            self._log_base += len(self._log)
+            self._log.clear()
+
+    def place(self, result: Result, mark: EditMark | None = None) -> Placement:
+        """Shows ``result`` here. With the mark taken when the run was requested, its lines are
+        moved through every edit made since; without one (a stored run, or the document was
+        reopened), they are shifted by how far the function's ``def`` has moved."""
+        lines = {
+            entry["line"] - 1: entry
+            for entry in result.data.get("lines") or []
+            if entry.get("path") == self.relpath and entry.get("line")
+        }
+        error = result.error or {}
+        here = error.get("path") == self.relpath and error.get("line")
+        error_line = error["line"] - 1 if here else None
+        measured = set(lines) | ({error_line} if error_line is not None else set())
+        if mark is not None and mark.generation == self.generation:
+            anchors = LineAnchors(measured)
+            for edit in self._log[mark.index - self._log_base :]:
+                anchors.apply(edit) if isinstance(edit, Change) else anchors.apply_full(edit)
+        else:
+            anchors = LineAnchors(measured, self._def_offset(result))
+        placement = Placement(result, lines, error_line, anchors)
+        self.placements[result.qualname] = placement
+        return placement
+
+    def _def_offset(self, result: Result) -> int:
+        analysis = self.analysis()
+        run_line = result.data["function"].get("line")
+        symbol = analysis.symbols.get(result.qualname) if analysis else None
+        if symbol is None or not run_line:
+            return 0
+        now = analysis.def_line_now(symbol)
+        return 0 if now is None else now - (run_line - 1)
+
+    def is_stale(self, placement: Placement) -> bool:
+        """The function's current source differs from the measured one (or it is gone)."""
+        analysis = self.analysis()
+        if analysis is None:
+            return False
+        current = analysis.source_hash(placement.result.qualname)
+        return current != placement.result.data["function"].get("source_hash")
+
+    def line_figures(self) -> Iterator[tuple[int, dict, Placement]]:
+        """(current line, line entry, placement) for every measured line still in the buffer."""
+        for placement in self.placements.values():
+            if placement.result.error:
+                continue
+            for measured, entry in placement.lines.items():
+                now = placement.now(measured)
+                if now is not None:
+                    yield now, entry, placement
+
+
+def _relpath(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()

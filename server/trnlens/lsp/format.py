@@ -1,0 +1,81 @@
+"""How figures read in the editor: scaled units, labels that follow the run's time basis, ages."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from trnlens.results import Result
+
+
+def duration(us: float | None) -> str:
+    """Microseconds scaled to a readable unit with three significant figures: 0.70 ms, 1.84 s."""
+    if us is None:
+        return "–"
+    if us < 1:
+        return f"{us * 1000:.0f} ns"
+    if us < 1000:
+        return f"{_sig(us)} µs"
+    if us < 1_000_000:
+        return f"{_sig(us / 1000)} ms"
+    return f"{_sig(us / 1_000_000)} s"
+
+
+def _sig(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def count(n: float | None, noun: str) -> str:
+    n = int(round(n or 0))
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
+
+
+def age(created_at: str, now: dt.datetime | None = None) -> str:
+    """'just now', '2 min ago', '3 h ago', '4 d ago' from an ISO timestamp with a zone."""
+    try:
+        then = dt.datetime.fromisoformat(created_at)
+    except (TypeError, ValueError):
+        return "at an unknown time"
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=dt.timezone.utc)
+    seconds = max(0.0, (now - then).total_seconds())
+    if seconds < 45:
+        return "just now"
+    if seconds < 3600:
+        return f"{max(1, round(seconds / 60))} min ago"
+    if seconds < 86400:
+        return f"{round(seconds / 3600)} h ago"
+    return f"{round(seconds / 86400)} d ago"
+
+
+def headline(result: Result) -> str:
+    """'1.84 ms NEURON · 0.31 ms CPU · 6 dispatches'; a CPU run says 'CPU (ops)', never device."""
+    data = result.data
+    parts = [
+        f"{duration(data.get('device_time_per_step_us'))} {result.device_label}",
+        f"{duration(data.get('cpu_time_per_step_us'))} CPU",
+    ]
+    if data.get("dispatches_per_step") is not None:
+        parts.append(count(data["dispatches_per_step"], "dispatch"))
+    return " · ".join(parts)
+
+
+def failure(error: dict) -> str:
+    kind = error.get("type") or error.get("kind") or "error"
+    return f"failed: {kind}"
+
+
+def shapes(input_shapes: list | None, limit: int = 2) -> str:
+    """A short text for an op's input shapes: ``[4, 512, 2048] · [2048]`` (first calls only)."""
+    if not input_shapes:
+        return ""
+    calls = []
+    for call in input_shapes[:limit]:
+        tensors = [str(list(s)) for s in call if isinstance(s, list) and s]
+        calls.append(", ".join(tensors))
+    text = " · ".join(c for c in calls if c)
+    return text + (" …" if len(input_shapes) > limit else "")

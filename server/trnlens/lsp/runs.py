@@ -1,0 +1,234 @@
+"""Profile requests from the editor: checked, queued per target, run on a warm agent, shown.
+
+A request is checked when it is made (the function exists, the target is known, allowed and
+local), then queued (see ``queue``). Running it sends the buffer text of every open, unsaved
+file of the project with it (the user profiles what they see), reports the agent's phases as
+progress, stores the result, places it on the open document through the edits made meanwhile,
+and asks the client to refresh lenses, hints and diagnostics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from trnlens import project
+from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
+from trnlens.lsp import format
+from trnlens.lsp.progress import RunProgress
+from trnlens.lsp.queue import Job, RunQueue
+from trnlens.results import Result, SchemaMismatch
+from trnlens.settings import Settings, SettingsError, Target
+from trnlens.targets.local import LocalTarget
+
+if TYPE_CHECKING:
+    from trnlens.lsp.server import TrnlensServer
+
+log = logging.getLogger(__name__)
+
+
+class RequestRefused(Exception):
+    """The request cannot run; the message says why and what to do."""
+
+
+class Runs:
+    def __init__(self, server: TrnlensServer):
+        self.server = server
+        self.queue = RunQueue(self._execute, self._dropped)
+        self._agents: dict[tuple, AgentProcess] = {}
+
+    # -- requests
+    async def profile(self, uri: str, qualname: str, target_name: str | None = None) -> dict:
+        path = self.server.path_of(uri)
+        root = project.find_root(path)
+        doc = self.server.documents.get(uri)
+        text = doc.text if doc is not None else _read(path)
+        try:
+            settings = self.server.config.resolve(root)
+        except SettingsError as exc:
+            raise RequestRefused(f"trnlens settings: {exc}") from None
+        target = _allowed_target(settings, target_name)
+        if doc is not None:
+            analysis = doc.analysis()
+            known = analysis.symbols if analysis else {}
+        else:
+            from trnlens.lsp.documents import analyse
+
+            try:
+                known = analyse(text).symbols
+            except SyntaxError as exc:
+                raise RequestRefused(f"{path.name} does not parse: {exc}") from None
+        if qualname not in known:
+            raise RequestRefused(f"{path.name} has no function, method or nn.Module {qualname!r}")
+
+        job, new = self.queue.submit(Job(uri, qualname, target.name))
+        position = self.queue.position(job)
+        if new:
+            ready = asyncio.Event()
+            progress = RunProgress(self.server, job.token, f"Profile {qualname}")
+            job.context.update(ready=ready, progress=progress, root=root, path=path)
+            ahead = self.queue.running(job.target)
+            waiting = (
+                f"queued behind {ahead.qualname} on {job.target} ({position} ahead)"
+                if ahead is not None and ahead is not job
+                else f"starting on {job.target}"
+            )
+            await progress.begin(waiting)
+            ready.set()  # only now may the lane start it: progress exists before any report
+            self.server.refresh_lenses()
+        return {
+            "token": job.token,
+            "state": job.state,
+            "position": position,
+            "target": job.target,
+            "alreadyPending": not new,
+        }
+
+    def job_state(self, uri: str, qualname: str) -> str | None:
+        """The lens text for a pending job: 'running: measuring' or 'queued (#2)'."""
+        job = self.queue.find(uri, qualname)
+        if job is None:
+            return None
+        if job.state == "running":
+            return f"running{': ' + job.phase if job.phase else ''}"
+        return f"queued (#{self.queue.position(job)})"
+
+    async def cancel(self, uri: str | None = None, qualname: str | None = None) -> int:
+        """Cancels matching jobs (all when no uri is given); returns how many."""
+        matching = [
+            job
+            for job in self.queue.jobs()
+            if uri is None or (job.uri == uri and qualname in (None, job.qualname))
+        ]
+        done = 0
+        for job in matching:
+            done += await self.queue.cancel(job)
+        return done
+
+    async def cancel_token(self, token: str) -> None:
+        for job in self.queue.jobs():
+            if job.token == token:
+                await self.queue.cancel(job)
+
+    async def close(self) -> None:
+        await self.queue.close()
+        for agent in self._agents.values():
+            await agent.close()
+        self._agents.clear()
+
+    # -- running
+    async def _dropped(self, job: Job) -> None:
+        job.context["progress"].end("cancelled before it started")
+        self.server.refresh_lenses()
+
+    async def _execute(self, job: Job) -> None:
+        await job.context["ready"].wait()
+        progress: RunProgress = job.context["progress"]
+        root: Path = job.context["root"]
+        doc = self.server.documents.get(job.uri)
+        mark = doc.mark() if doc is not None else None
+        self.server.refresh_lenses()
+        try:
+            settings = self.server.config.resolve(root)
+            target = _allowed_target(settings, job.target)
+            outcome = await asyncio.wait_for(
+                self._run(job, settings, target, progress), settings.timeout_seconds
+            )
+        except asyncio.CancelledError:
+            progress.end("cancelled")
+            raise
+        except asyncio.TimeoutError:
+            limit = f"{settings.timeout_seconds:g} s"
+            self._fail(job, f"timed out after {limit} (trnlens.timeoutSeconds)")
+        except (RequestRefused, SettingsError) as exc:
+            self._fail(job, str(exc))
+        except AgentFailure as failure:
+            if failure.kind == "cancelled":
+                progress.end("cancelled")
+            else:
+                self._fail(job, f"{failure.kind} error: {failure}", failure.kind)
+        except (SchemaMismatch, OSError) as exc:
+            log.exception("run of %s failed", job.qualname)
+            self._fail(job, str(exc))
+        else:
+            self._show(job, outcome, mark)
+        finally:
+            if doc is not None and mark is not None:
+                doc.release(mark)
+
+    async def _run(self, job: Job, settings: Settings, target: Target, progress: RunProgress):
+        root: Path = job.context["root"]
+        request = ProfileRequest(
+            variants=[{"path": str(job.context["path"]), "qualname": job.qualname}],
+            project_root=root, backend=settings.backend, warmup=settings.warmup,
+            steps=settings.steps, repeats=settings.repeats, mode=settings.mode,
+            files=self.server.unsaved_files(root),
+        )  # fmt: skip
+        local = LocalTarget(name=target.name, python=_interpreter(target, root), env=target.env)
+        agent = self._agent(local)
+
+        def on_progress(message: dict) -> None:
+            job.phase = message.get("phase", "")
+            detail = f" {message['message']}" if message.get("message") else ""
+            progress.report(f"{job.phase}{detail}")
+
+        progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
+        store = self.server.store(root, create=True)
+        return await run_profile(request, store, local, on_progress=on_progress, agent=agent)
+
+    def _agent(self, target: LocalTarget) -> AgentProcess:
+        """A warm agent per target: torch is imported once, not once per run."""
+        key = (target.name, target.python, tuple(sorted(target.env.items())))
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = self._agents[key] = AgentProcess(target)
+        return agent
+
+    def _show(self, job: Job, outcome: dict[str, Any], mark) -> None:
+        progress: RunProgress = job.context["progress"]
+        result = Result.parse(outcome)
+        doc = self.server.documents.get(job.uri)
+        if doc is not None:
+            doc.place(result, mark)
+        if result.error:
+            progress.end(f"{job.qualname} raised: {result.error.get('message')}")
+        else:
+            progress.end(f"{job.qualname}: {format.headline(result)}")
+        self.server.after_run(job.uri)
+
+    def _fail(self, job: Job, message: str, kind: str = "error") -> None:
+        job.context["progress"].end(f"failed: {message}")
+        severity = types.MessageType.Warning if kind == "usage" else types.MessageType.Error
+        self.server.show(f"trnlens: profiling {job.qualname} failed: {message}", severity)
+        self.server.refresh_lenses()
+
+
+def _allowed_target(settings: Settings, name: str | None) -> Target:
+    try:
+        target = settings.target_named(name)
+    except KeyError as exc:
+        raise RequestRefused(str(exc.args[0])) from None
+    if not target.is_local:
+        raise RequestRefused(
+            f"target {target.name!r} is a {target.kind} target: remote targets are not "
+            "available yet; profile on 'local'"
+        )
+    return target
+
+
+def _interpreter(target: Target, root: Path) -> str | None:
+    python = target.python
+    if python and not Path(python).is_absolute() and ("/" in python or "\\" in python):
+        return str(root / python)  # a path inside the project, such as .venv/bin/python
+    return python
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RequestRefused(f"cannot read {path}: {exc}") from None
