@@ -1,0 +1,154 @@
+"""``trnlens check``: discovery, formats, exit codes, --fix writing files atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from trnlens.analysis import batch
+from trnlens.cli import main
+
+NAIVE = (
+    "import torch\n\n\ndef f(x):\n"
+    "    v = x.pow(2).mean(-1, keepdim=True)\n"
+    "    return x * torch.rsqrt(v + 1e-6)\n"
+)
+CLEAN = "import torch\n\n\ndef g(x):\n    return torch.rms_norm(x, x.shape[-1:], eps=1e-6)\n"
+
+LOCATION = {
+    "type": "object",
+    "required": ["row", "column"],
+    "properties": {"row": {"type": "integer", "minimum": 1}, "column": {"type": "integer"}},
+}
+RUFF_JSON = {  # the shape of ruff's --output-format json
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["filename", "code", "message", "location", "end_location", "fix"],
+        "properties": {
+            "location": LOCATION,
+            "end_location": LOCATION,
+            "fix": {
+                "type": ["object", "null"],
+                "required": ["message", "applicability", "edits"],
+                "properties": {
+                    "edits": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["content", "location", "end_location"],
+                            "properties": {"location": LOCATION, "end_location": LOCATION},
+                        },
+                    }
+                },
+            },
+        },
+    },
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "naive.py").write_text(NAIVE)
+    (tmp_path / "pkg" / "clean.py").write_text(CLEAN)
+    for skipped in (".git", "node_modules", ".trnlens", "env"):
+        (tmp_path / skipped).mkdir()
+        (tmp_path / skipped / "naive.py").write_text(NAIVE)
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    return tmp_path
+
+
+def test_exit_codes(project: Path, capsys) -> None:
+    assert main(["check", str(project)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("TRN001") == 1 and "naive.py:6:12: TRN001 [*]" in out
+    assert main(["check", str(project / "pkg" / "clean.py")]) == 0
+    assert main(["check", str(project / "nope")]) == 2
+    assert main(["check", str(project), "--ignore", "TRN0"]) == 0
+    assert main(["check", str(project), "--select", "TRN1"]) == 0
+    assert main(["check", str(project), "--select", "TRN1,TRN001"]) == 1
+
+
+def test_json_has_ruffs_shape(project: Path, capsys) -> None:
+    assert main(["check", str(project), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, RUFF_JSON)
+    (item,) = data
+    assert item["code"] == "TRN001" and item["location"] == {"row": 6, "column": 12}
+    assert item["fix"]["applicability"] == "safe"
+    assert item["qualname"] == "f" and item["naive_dispatches"] == 5
+
+
+def test_github_and_sarif(project: Path, capsys) -> None:
+    main(["check", str(project), "--format", "github"])
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("::warning file=") and ",line=6,col=12," in line
+    assert "title=trnlens (TRN001)::TRN001 naive RMSNorm" in line
+    main(["check", str(project), "--format", "sarif"])
+    sarif = json.loads(capsys.readouterr().out)
+    result = sarif["runs"][0]["results"][0]
+    assert sarif["version"] == "2.1.0" and result["ruleId"] == "TRN001"
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 6
+
+
+def test_fix_rewrites_the_file_and_reports_what_remains(project: Path, capsys) -> None:
+    target = project / "pkg" / "naive.py"
+    os.chmod(target, 0o640)
+    assert main(["check", str(project / "pkg"), "--fix"]) == 0
+    fixed = target.read_text()
+    assert fixed == (
+        "import torch\n\n\ndef f(x):\n    return torch.rms_norm(x, x.shape[-1:], eps=1e-6)\n"
+    )
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    assert "0 findings remaining, 1 fixed" in capsys.readouterr().err
+    assert not list((project / "pkg").glob(".trnlens-*"))  # no temporary file left behind
+
+
+def test_fix_never_writes_a_file_that_did_not_decode(tmp_path: Path) -> None:
+    path = tmp_path / "bad.py"
+    data = b"# caf\xe9\n" + NAIVE.encode()
+    path.write_bytes(data)
+    assert main(["check", str(path), "--fix"]) == 1
+    assert path.read_bytes() == data
+
+
+def test_failed_write_leaves_the_original(project: Path, monkeypatch) -> None:
+    target = project / "pkg" / "naive.py"
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(batch.os, "replace", refuse)
+    (result,) = batch.check_files([str(target)], fix=True)
+    assert result.error and "disk full" in result.error
+    assert target.read_text() == NAIVE
+    assert [f.code for f in result.findings] == ["TRN001"]
+
+
+def test_many_files_run_in_parallel_with_the_same_results(tmp_path: Path) -> None:
+    paths = []
+    for i in range(batch.PARALLEL_THRESHOLD + 2):
+        p = tmp_path / f"m{i}.py"
+        p.write_text(NAIVE if i % 2 else CLEAN)
+        paths.append(str(p))
+    parallel = batch.check_files(paths, workers=2)
+    serial = [batch.check_file(p) for p in paths]
+    assert [[f.to_json() for f in r.findings] for r in parallel] == [
+        [f.to_json() for f in r.findings] for r in serial
+    ]
+    assert sum(len(r.findings) for r in parallel) == (batch.PARALLEL_THRESHOLD + 2) // 2
+
+
+def test_module_entry_point(project: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "trnlens", "check", str(project / "pkg"), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and json.loads(out.stdout)[0]["code"] == "TRN001"

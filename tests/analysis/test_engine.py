@@ -1,0 +1,134 @@
+"""The engine: broken input never crashes it, chunked re-analysis equals a fresh one, no torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from trnlens.analysis import analyse_path, analyse_source
+
+RMS = "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n"
+
+
+def test_syntax_error_is_reported_and_the_rest_still_analysed() -> None:
+    source = "import torch\n\ndef broken(:\n    pass\n\ndef f(x):\n" + RMS
+    found = analyse_source(source, "m.py")
+    codes = [(f.code, f.location.row) for f in found]
+    assert ("TRN000", 3) in codes
+    assert ("TRN001", 7) in codes
+    error = next(f for f in found if f.code == "TRN000")
+    assert error.severity == "error" and "syntax error" in error.message
+
+
+def test_syntax_error_inside_a_class_keeps_other_classes() -> None:
+    source = "import torch\n\nclass A:\n    def f(self, x)\n        return x\n\nclass B:\n"
+    source += "    def g(self, x):\n    " + RMS
+    found = analyse_source(source, "m.py")
+    assert [f.code for f in found] == ["TRN000", "TRN001"]
+    assert found[1].qualname == "B.g"
+
+
+def test_column_zero_lines_in_a_docstring_do_not_break_chunking() -> None:
+    source = 'import torch\n\ndef f(x):\n    """Doc.\n\nUsage: f(x)\nreturn 1\n"""\n' + RMS
+    found = analyse_source(source, "m.py")
+    assert [(f.code, f.location.row) for f in found] == [("TRN001", 9)]
+
+
+def test_long_class_split_into_members_gives_the_same_findings(monkeypatch) -> None:
+    methods = "".join(f"    def m{i}(self, x):\n        return x + {i}\n\n" for i in range(30))
+    source = (
+        "import torch\n\nclass Big:\n"
+        + methods
+        + "    def norm(self, x):\n    "
+        + RMS
+        + methods.replace("def m", "def n")
+    )
+    found = analyse_source(source, "m.py")
+    assert [(f.qualname, f.location.row) for f in found] == [("Big.norm", 95)]
+    assert found[0].variant_source is not None
+    assert found[0].variant_source.startswith("def norm(self, x):\n    return torch.rms_norm(")
+    from trnlens.analysis import engine
+
+    monkeypatch.setattr(engine, "CLASS_SPLIT_LINES", 10**9)
+    monkeypatch.setattr(engine, "_ANALYSED", engine._LRU(10))
+    unsplit = analyse_source(source, "m.py")
+    assert [f.to_json() for f in unsplit] == [f.to_json() for f in found]
+
+
+def test_reanalysis_after_edits_matches_a_fresh_analysis(monkeypatch) -> None:
+    base = "import torch\n\n" + "".join(
+        f"def f{i}(x):\n    y = x + {i}\n" + RMS.replace("x", "y") + "\n" for i in range(20)
+    )
+    first = analyse_source(base, "m.py")
+    edited = base.replace("y = x + 3\n", "y = x + 3\n    z = 1\n\n\n")
+    again = analyse_source(edited, "m.py")
+    assert len(first) == len(again) == 20
+    shifted = [f.location.row for f in again]
+    assert shifted[:3] == [f.location.row for f in first][:3]
+    assert shifted[3:] == [f.location.row + 3 for f in first][3:]
+    from trnlens.analysis import engine
+
+    monkeypatch.setattr(engine, "_ANALYSED", engine._LRU(10))  # cold caches: same answer
+    monkeypatch.setattr(engine, "_PARSED", engine._LRU(10))
+    fresh = analyse_source(edited, "m.py")
+    assert [f.to_json() for f in fresh] == [f.to_json() for f in again]
+
+
+def test_non_utf8_bytes_are_reported_and_analysed(tmp_path) -> None:
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"import torch\n# caf\xe9\ndef f(x):\n" + RMS.encode())
+    found = analyse_path(path)
+    assert [f.code for f in found] == ["TRN000", "TRN001"]
+    assert "invalid utf-8 byte 0xe9 on line 2" in found[0].message
+
+
+def test_declared_encoding_is_honoured(tmp_path) -> None:
+    path = tmp_path / "latin.py"
+    path.write_bytes(
+        b"# -*- coding: latin-1 -*-\nimport torch\n# caf\xe9\ndef f(x):\n" + RMS.encode()
+    )
+    assert [f.code for f in analyse_path(path)] == ["TRN001"]
+
+
+def test_null_bytes_deep_nesting_and_missing_files_do_not_crash(tmp_path) -> None:
+    assert analyse_source("x = 1\x00\n", "m.py")[0].code == "TRN000"
+    deep = "x = " + "(" * 300 + "1" + ")" * 300 + "\n"
+    assert analyse_source(deep, "m.py")[0].code == "TRN000"
+    long_chain = "def f(x):\n    return " + " + ".join(["x"] * 20000) + "\n"
+    assert [f.code for f in analyse_source(long_chain, "m.py")] in ([], ["TRN000"])
+    assert analyse_path(tmp_path / "missing.py")[0].code == "TRN000"
+
+
+def test_huge_file_is_reported_not_parsed(monkeypatch) -> None:
+    from trnlens.analysis import engine
+
+    monkeypatch.setattr(engine, "MAX_CHARS", 1000)
+    (finding,) = analyse_source("x = 1\n" * 500, "m.py")
+    assert finding.code == "TRN000" and "too large" in finding.message
+
+
+def test_importing_and_analysing_never_loads_torch(tmp_path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("import torch\n\ndef f(x):\n" + RMS)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from trnlens.analysis import analyse_path, analyse_source
+        found = analyse_path({str(path)!r})
+        assert [f.code for f in found] == ["TRN001"], found
+        import trnlens.cli.check
+        print("torch" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_nested_functions_get_python_qualnames() -> None:
+    source = (
+        "import torch\n\nclass A:\n    def outer(self):\n        def inner(x):\n    "
+        + RMS.replace("    return", "        return")
+    )
+    (finding,) = analyse_source(source, "m.py")
+    assert finding.qualname == "A.outer.<locals>.inner"
