@@ -1,0 +1,53 @@
+"""Scaled units and labels that follow the run's time basis."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from trnlens.lsp import format
+from trnlens.results import Result
+
+
+@pytest.mark.parametrize(
+    ("us", "text"),
+    [(0.25, "250 ns"), (7.5, "7.50 µs"), (700, "700 µs"), (1840, "1.84 ms"), (12_340, "12.3 ms"),
+     (123_400, "123 ms"), (2_500_000, "2.50 s"), (None, "–")],
+)  # fmt: skip
+def test_duration_scales_units(us, text):
+    assert format.duration(us) == text
+
+
+def test_counts_are_plural_aware():
+    assert format.count(1, "dispatch") == "1 dispatch"
+    assert format.count(6.0, "dispatch") == "6 dispatches"
+    assert format.count(2, "call") == "2 calls"
+
+
+def test_age():
+    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+    assert format.age("2026-01-01T11:59:50+00:00", now) == "just now"
+    assert format.age("2026-01-01T11:58:00+00:00", now) == "2 min ago"
+    assert format.age("2026-01-01T09:00:00+00:00", now) == "3 h ago"
+    assert format.age("2025-12-28T12:00:00+00:00", now) == "4 d ago"
+    assert format.age("garbage", now) == "at an unknown time"
+
+
+def _result(time_basis: str, backend: str) -> Result:
+    return Result(
+        {"time_basis": time_basis, "backend": backend, "device_time_per_step_us": 1840,
+         "cpu_time_per_step_us": 310, "dispatches_per_step": 6}
+    )  # fmt: skip
+
+
+def test_headline_never_says_device_for_a_cpu_run():
+    assert format.headline(_result("cpu", "cpu")) == "1.84 ms CPU (ops) · 310 µs CPU · 6 dispatches"
+    assert format.headline(_result("device", "neuron")) == (
+        "1.84 ms NEURON · 310 µs CPU · 6 dispatches"
+    )
+
+
+def test_shapes_are_short():
+    shapes = [[[4, 512], [512]], [[4, 512], []], [[1]]]
+    assert format.shapes(shapes) == "[4, 512], [512] · [4, 512] …"
+    assert format.shapes(None) == ""
