@@ -69,3 +69,22 @@ def module_pair(
         p.data.copy_(torch.randn_like(p))
     b.load_state_dict(a.state_dict())
     return a.to(dtype), b.to(dtype)
+
+
+def assert_bf16_rounding_only(
+    original: Callable[..., Any],
+    replacement: Callable[..., Any],
+    inputs: Sequence[torch.Tensor],
+    bound: float,
+) -> None:
+    """For fixes whose naive original rounds every intermediate to bfloat16 while the fused
+    kernel accumulates in float32: same dtype, within the measured ``bound`` of the original,
+    and at least as close to the float64 result as the original is."""
+    with torch.no_grad():
+        want, got = original(*inputs), replacement(*inputs)
+        exact = original(*(t.double() for t in inputs))
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert (got.float() - want.float()).abs().max().item() <= bound
+    fused_error = (got.double() - exact).abs().max().item()
+    naive_error = (want.double() - exact).abs().max().item()
+    assert fused_error <= naive_error

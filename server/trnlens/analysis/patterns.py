@@ -8,6 +8,7 @@ the spelling.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 
 # Names under which torch and torch.nn.functional are usually imported; the engine adds the
@@ -175,3 +176,60 @@ def needs_parens(node: ast.AST) -> bool:
     return not isinstance(
         node, ast.Name | ast.Attribute | ast.Call | ast.Subscript | ast.Constant | ast.Tuple
     )
+
+
+def constant_value(node: ast.AST) -> float | None:
+    """Evaluate a constant numeric expression (``math.sqrt(2 / math.pi)``); None if not one."""
+    value = number(node)
+    if value is not None:
+        return value
+    name = dotted(node)
+    if name in {"math.pi", "np.pi", "numpy.pi", "torch.pi"}:
+        return math.pi
+    if isinstance(node, ast.BinOp):
+        left, right = constant_value(node.left), constant_value(node.right)
+        if left is None or right is None:
+            return None
+        try:
+            return _BINOPS[type(node.op)](left, right)
+        except (KeyError, ZeroDivisionError, OverflowError, ValueError):
+            return None
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        func = dotted(node.func)
+        arg = constant_value(node.args[0])
+        if arg is not None and func in {"math.sqrt", "np.sqrt", "numpy.sqrt"} and arg >= 0:
+            return math.sqrt(arg)
+        if arg is not None and func == "float":
+            return arg
+    return None
+
+
+_BINOPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.Pow: lambda a, b: a**b,
+}
+
+
+def close_to(value: float | None, target: float, rel: float = 1e-4) -> bool:
+    return value is not None and abs(value - target) <= rel * abs(target)
+
+
+def factors(node: ast.expr) -> list[ast.expr]:
+    """The operands of a product chain: ``a * b * c`` gives ``[a, b, c]``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return factors(node.left) + factors(node.right)
+    return [node]
+
+
+def tensor_ops(node: ast.AST) -> list[ast.AST]:
+    """Arithmetic and calls in ``node`` that are not constant folding: the dispatches it costs."""
+    ops: list[ast.AST] = []
+    for child in ast.walk(node):
+        if isinstance(child, ast.BinOp | ast.UnaryOp | ast.Call) and constant_value(child) is None:
+            if isinstance(child, ast.UnaryOp) and not isinstance(child.op, ast.USub):
+                continue
+            ops.append(child)
+    return ops

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from trnlens.analysis.rules.activations import GeluRule, SiluRule
 from trnlens.analysis.rules.base import Context, Match, Rule
+from trnlens.analysis.rules.layernorm import LayerNormRule
 from trnlens.analysis.rules.rmsnorm import RMSNormRule
+from trnlens.analysis.rules.softmax import SoftmaxRule
 
-ALL_RULES: tuple[Rule, ...] = (RMSNormRule(),)
+ALL_RULES: tuple[Rule, ...] = (
+    RMSNormRule(),
+    LayerNormRule(),
+    SoftmaxRule(),
+    GeluRule(),
+    SiluRule(),
+)
 
 # Not a pattern rule: the engine reports unreadable or unparsable source under this code.
 SYNTAX_CODE = "TRN000"

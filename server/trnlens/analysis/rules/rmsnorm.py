@@ -31,7 +31,7 @@ from trnlens.analysis.rules.base import Context, Match
 
 
 @dataclass
-class _Parts:
+class Parts:
     """What a partial match found so far."""
 
     ops: list[ast.AST] = field(default_factory=list)
@@ -51,7 +51,7 @@ class MeanSquare:
     eps: ast.expr
 
 
-def match_mean_square_plus_eps(ctx: Context, node: ast.expr, parts: _Parts) -> MeanSquare | None:
+def match_mean_square_plus_eps(ctx: Context, node: ast.expr, parts: Parts) -> MeanSquare | None:
     """Shared with LayerNorm, which needs to know this is *not* a centred variance."""
     radicand = parts.follow(ctx, node)
     if not (isinstance(radicand, ast.BinOp) and isinstance(radicand.op, ast.Add)):
@@ -59,7 +59,7 @@ def match_mean_square_plus_eps(ctx: Context, node: ast.expr, parts: _Parts) -> M
     for mean_side, eps in ((radicand.left, radicand.right), (radicand.right, radicand.left)):
         if not is_scalar_expr(eps):
             continue
-        trial = _Parts()
+        trial = Parts()
         squared = _mean_of_square(ctx, mean_side, trial)
         if squared is not None:
             parts.ops.extend([*trial.ops, radicand])
@@ -68,7 +68,7 @@ def match_mean_square_plus_eps(ctx: Context, node: ast.expr, parts: _Parts) -> M
     return None
 
 
-def _mean_of_square(ctx: Context, node: ast.expr, parts: _Parts) -> ast.expr | None:
+def _mean_of_square(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | None:
     mean = op_call(parts.follow(ctx, node), {"mean"}, ctx.info)
     if mean is None or mean.operand is None:
         return None
@@ -83,7 +83,7 @@ def _mean_of_square(ctx: Context, node: ast.expr, parts: _Parts) -> ast.expr | N
     return squared
 
 
-def _square_operand(ctx: Context, node: ast.expr, parts: _Parts) -> ast.expr | None:
+def _square_operand(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | None:
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Pow) and number(node.right) == 2:
             parts.ops.append(node)
@@ -105,7 +105,7 @@ def _square_operand(ctx: Context, node: ast.expr, parts: _Parts) -> ast.expr | N
     return None
 
 
-def _inverse_sqrt_radicand(ctx: Context, node: ast.expr, parts: _Parts) -> ast.expr | None:
+def inverse_sqrt_radicand(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | None:
     """For ``rsqrt(s)``, ``s ** -0.5``, ``s.pow(-0.5)`` or ``1 / sqrt(s)``: ``s``."""
     node = parts.follow(ctx, node)
     call = op_call(node, {"rsqrt", "pow"}, ctx.info)
@@ -127,7 +127,7 @@ def _inverse_sqrt_radicand(ctx: Context, node: ast.expr, parts: _Parts) -> ast.e
     return None
 
 
-def sqrt_radicand(ctx: Context, node: ast.expr, parts: _Parts) -> ast.expr | None:
+def sqrt_radicand(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | None:
     """For ``sqrt(s)``, ``s.sqrt()``, ``s ** 0.5`` or ``s.pow(0.5)``: ``s``."""
     node = parts.follow(ctx, node)
     call = op_call(node, {"sqrt", "pow"}, ctx.info)
@@ -158,15 +158,15 @@ class _Core:
     node: ast.BinOp  # x * rsqrt(...) or x / sqrt(...)
     scale: ast.expr  # the operand multiplied (x as written at the product)
     extra_factor: ast.expr | None  # ``w`` when written ``w * x * rsqrt(...)``
-    parts: _Parts
+    parts: Parts
     mean_square: MeanSquare
 
 
 def _match_core(ctx: Context, node: ast.BinOp) -> _Core | None:
     if isinstance(node.op, ast.Mult):
         for scale, inverse in ((node.left, node.right), (node.right, node.left)):
-            parts = _Parts()
-            radicand = _inverse_sqrt_radicand(ctx, inverse, parts)
+            parts = Parts()
+            radicand = inverse_sqrt_radicand(ctx, inverse, parts)
             if radicand is None:
                 continue
             core = _finish(ctx, node, scale, radicand, parts)
@@ -174,7 +174,7 @@ def _match_core(ctx: Context, node: ast.BinOp) -> _Core | None:
                 return core
         return None
     if isinstance(node.op, ast.Div):
-        parts = _Parts()
+        parts = Parts()
         radicand = sqrt_radicand(ctx, node.right, parts)
         if radicand is not None:
             return _finish(ctx, node, node.left, radicand, parts)
@@ -182,7 +182,7 @@ def _match_core(ctx: Context, node: ast.BinOp) -> _Core | None:
 
 
 def _finish(
-    ctx: Context, node: ast.BinOp, scale: ast.expr, radicand: ast.expr, parts: _Parts
+    ctx: Context, node: ast.BinOp, scale: ast.expr, radicand: ast.expr, parts: Parts
 ) -> _Core | None:
     mean_square = match_mean_square_plus_eps(ctx, radicand, parts)
     if mean_square is None or _is_centred(ctx, mean_square.squared):
