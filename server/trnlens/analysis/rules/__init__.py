@@ -7,6 +7,7 @@ from trnlens.analysis.rules.base import Context, Match, Rule
 from trnlens.analysis.rules.layernorm import LayerNormRule
 from trnlens.analysis.rules.rmsnorm import RMSNormRule
 from trnlens.analysis.rules.softmax import SoftmaxRule
+from trnlens.analysis.rules.sync import SYNC_RULES
 
 ALL_RULES: tuple[Rule, ...] = (
     RMSNormRule(),
@@ -14,6 +15,7 @@ ALL_RULES: tuple[Rule, ...] = (
     SoftmaxRule(),
     GeluRule(),
     SiluRule(),
+    *SYNC_RULES,
 )
 
 # Not a pattern rule: the engine reports unreadable or unparsable source under this code.
