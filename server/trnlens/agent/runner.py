@@ -118,6 +118,10 @@ class Runner:
                 result["warnings"][:0] = backend.warnings
                 backend.warnings.clear()
             results.append(result)
+        busy = _machine_load_warning()
+        if busy:
+            for result in results:
+                result["warnings"].append(busy)
         if torch_import_s > 0.05:
             results[0]["warnings"].append(f"import torch took {torch_import_s:.1f} s (cold agent)")
         if len(results) == 1:
@@ -360,6 +364,21 @@ class Runner:
             "max_abs_diff": diffs,
             "warnings": warnings,
         }
+
+
+def _machine_load_warning() -> str | None:
+    """Other work on the machine makes timings noisy (and OpenMP barriers slow): say so."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cores = os.cpu_count() or 1
+    if load <= cores:
+        return None
+    return (
+        f"the machine is busy (load {load:.1f} on {cores} cores): timings are noisy; "
+        "compare runs made under similar load"
+    )
 
 
 def _default_label(variant: dict) -> str:
