@@ -110,6 +110,17 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
         hints = await ed.hints(uri)
         assert len(hints) == 2 and all(h.label.endswith("· stale") for h in hints)
 
+        # Settings pulled through workspace/configuration after didChangeConfiguration win
+        # over initializationOptions: a higher threshold leaves fewer hotspots, no hints.
+        ed.client.set_configuration(
+            {"hotspotThreshold": 1.0, "hints": {"enabled": False}}, section="trnlens"
+        )
+        ed.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings=None)
+        )
+        await ed.wait_for(lambda: not ed.diagnostics(uri, "hotspot"), what="no hotspots at 100%")
+        assert await ed.hints(uri) == []
+
         # Clearing results takes every figure away.
         cleared = await ed.command("trnlens.server.clearResults", {"uri": uri})
         assert cleared["cleared"] == 1
