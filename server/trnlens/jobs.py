@@ -202,6 +202,7 @@ class ProfileRequest:
     inputs: str | None = None
     files: dict[str, str] = field(default_factory=dict)  # unsaved buffers: path -> text
     options: dict = field(default_factory=dict)
+    timeout_s: float | None = None  # the whole run; first Neuron compiles take minutes
 
     def payload(self, store: Store, target_name: str) -> dict:
         root = self.project_root
@@ -249,7 +250,15 @@ async def run_profile(
     try:
         if not agent.alive():
             await agent.start()
-        outcome = await agent.request(request.payload(store, target.name), on_progress)
+        work = agent.request(request.payload(store, target.name), on_progress)
+        try:
+            outcome = await asyncio.wait_for(work, request.timeout_s)
+        except asyncio.TimeoutError:
+            raise _failure(
+                "environment",
+                f"the run took longer than {request.timeout_s:g} s and was stopped "
+                "(raise the timeout for first compiles on Neuron)",
+            ) from None
     finally:
         if own_agent:
             await agent.close()

@@ -181,3 +181,17 @@ def test_bundle_is_cached_by_content(tmp_path):
     names = zipfile.ZipFile(first).namelist()
     assert "__main__.py" in names and "trnlens_agent/runner.py" in names
     assert not any(name.startswith("trnlens/") for name in names)
+
+
+def test_an_interpreter_without_torch_gets_an_environment_error(agent_dir, tmp_path):
+    venv = tmp_path / "no-torch"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    done = subprocess.run(
+        [venv / "bin" / "python", str(bundle.build(tmp_path / "cache"))], cwd=agent_dir,
+        input=json.dumps(request(agent_dir, "quick", "nt")) + "\n", capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    error = json.loads(done.stdout.splitlines()[-1])["error"]
+    assert error["kind"] == "environment"
+    assert "torch cannot be imported by" in error["message"]
+    assert str(venv / "bin" / "python") in error["message"]

@@ -117,3 +117,15 @@ def test_python_dash_m_and_version():
         [sys.executable, "-m", "trnlens", "--version"], capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout.startswith("trnlens ")
+
+
+def test_timeout_stops_the_run(tmp_path):
+    (tmp_path / "slow.py").write_text(
+        "import time\nimport torch\n\n\ndef slow(x=torch.ones(4)):\n    time.sleep(0.5)\n"
+        "    return x + 1\n"
+    )
+    started = time.monotonic()
+    done = trnlens("profile", "slow.py::slow", "--steps", "40", "--timeout", "4", cwd=tmp_path)
+    assert done.returncode == 4
+    assert "longer than 4 s and was stopped" in done.stderr
+    assert time.monotonic() - started < 15

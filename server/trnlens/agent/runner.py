@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
+import sys
 import time
 import types
 import uuid
@@ -80,7 +81,14 @@ class Runner:
 
         self.progress("importing", "torch")
         started = time.perf_counter()
-        import torch
+        try:
+            import torch
+        except ImportError as exc:
+            raise errors.environment(
+                f"torch cannot be imported by {sys.executable} ({exc}): install it for that "
+                "interpreter (pip install torch; on Trainium, torch-neuronx brings its own), or "
+                "point trnlens at the interpreter that has it"
+            ) from None
 
         self.torch = torch
         torch_import_s = time.perf_counter() - started

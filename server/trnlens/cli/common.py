@@ -56,6 +56,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="interpreter with torch to run the agent (default: this one)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop the run after this long (default: no limit)",
+    )
     parser.add_argument("--format", default="table", choices=["table", "json"])
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     # fmt: skip
@@ -79,7 +85,7 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     request = ProfileRequest(
         variants=variants, project_root=root, backend=args.backend, warmup=args.warmup,
         steps=args.steps, repeats=args.repeats, mode=args.mode, device=args.device,
-        inputs=args.inputs,
+        inputs=args.inputs, timeout_s=args.timeout,
     )  # fmt: skip
 
     def progress(message: dict) -> None:

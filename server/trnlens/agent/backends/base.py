@@ -69,7 +69,11 @@ class Backend:
         return None
 
     def versions(self) -> dict:
-        return {"python": platform.python_version(), "torch": self.torch.__version__}
+        return {
+            "python": platform.python_version(),
+            "torch": self.torch.__version__,
+            "torch_neuronx": None,
+        }
 
     def artifacts(self, out_dir: str) -> list[dict]:
         """Files the backend's own tooling wrote into ``out_dir`` (NEFF/NTFF on neuron)."""
