@@ -88,3 +88,8 @@ def test_noqa_and_select_apply_to_sync_rules() -> None:
     assert (
         findings(HEADER + "def f(ts):\n    for t in ts:\n        t.item()\n", ignore=["TRN1"]) == []
     )
+
+
+def test_modules_without_torch_are_not_checked_for_syncs() -> None:
+    source = "import tensorflow as tf\n\ndef f(ts):\n    for t in ts:\n        t.numpy()\n"
+    assert findings(source) == []

@@ -86,6 +86,8 @@ class _SyncRule:
     triggers: frozenset[str]
 
     def check(self, ctx: Context) -> Iterator[Match]:
+        if not ctx.info.imports_torch:
+            return  # `.numpy()` on a TensorFlow or NumPy value is not a device sync
         for hit in _in_loops(ctx):
             message = self.message(ctx, hit)
             if message is not None:
