@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -103,9 +104,19 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
         print(f"trnlens: {error['kind']} error{where}: {error['message']}", file=sys.stderr)
         if error.get("traceback") and error["kind"] != "usage":
             print(error["traceback"].rstrip(), file=sys.stderr)
-        store.close()
         return None, KIND_EXIT.get(failure.kind, exitcodes.TARGET_UNUSABLE), None
+    finally:
+        store.close()  # the run is stored; nothing else writes
     return outcome, exitcodes.OK, store
+
+
+def report(args: argparse.Namespace, outcome: dict, text: str, runs: list[dict]) -> int:
+    """Prints the outcome (table text or JSON); the exit code says whether the user code failed."""
+    print(json.dumps(outcome, indent=1) if args.format == "json" else text)
+    failed = [run["error"] for run in runs if run.get("error")]
+    if failed:
+        return KIND_EXIT.get(failed[0]["kind"], exitcodes.USER_CODE_FAILED)
+    return exitcodes.OK
 
 
 def root_for(paths: list[Path]) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from trnlens.cli import common, exitcodes, render
@@ -35,19 +34,8 @@ def run(args: argparse.Namespace) -> int:
     if len(variants) < 2:
         print("trnlens: compare needs two or more variants (or --compiled)", file=sys.stderr)
         return exitcodes.USAGE
-    if args.inputs is None:
-        # The same inputs for every variant: the first one's factory, unless told otherwise.
-        args.inputs = None
     root = common.root_for([path for path, _ in specs])
     outcome, code, store = common.execute(args, variants, root)
     if outcome is None:
         return code
-    store.close()
-    if args.format == "json":
-        print(json.dumps(outcome, indent=1))
-    else:
-        print(render.render_comparison(outcome))
-    failed = [v["error"] for v in outcome["variants"] if v.get("error")]
-    if failed:
-        return common.KIND_EXIT.get(failed[0]["kind"], exitcodes.USER_CODE_FAILED)
-    return exitcodes.OK
+    return common.report(args, outcome, render.render_comparison(outcome), outcome["variants"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from trnlens.cli import common, exitcodes, render
@@ -31,11 +30,5 @@ def run(args: argparse.Namespace) -> int:
     outcome, code, store = common.execute(args, [{"path": str(path), "qualname": qualname}], root)
     if outcome is None:
         return code
-    store.close()
-    if args.format == "json":
-        print(json.dumps(outcome, indent=1))
-    else:
-        print(render.render_result(outcome, root=root, store_dir=store.artifacts))
-    if outcome.get("error"):
-        return common.KIND_EXIT.get(outcome["error"]["kind"], exitcodes.USER_CODE_FAILED)
-    return exitcodes.OK
+    text = render.render_result(outcome, root=root, store_dir=store.artifacts)
+    return common.report(args, outcome, text, [outcome])
