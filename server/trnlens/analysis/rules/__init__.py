@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trnlens.analysis.rules.activations import GeluRule, SiluRule
+from trnlens.analysis.rules.attention import AttentionRule
 from trnlens.analysis.rules.base import Context, Match, Rule
 from trnlens.analysis.rules.layernorm import LayerNormRule
 from trnlens.analysis.rules.rmsnorm import RMSNormRule
@@ -15,6 +16,7 @@ ALL_RULES: tuple[Rule, ...] = (
     SoftmaxRule(),
     GeluRule(),
     SiluRule(),
+    AttentionRule(),
     *SYNC_RULES,
 )
 
