@@ -65,6 +65,8 @@ class Editor:
         self.root = root
         self.versions: dict[str, int] = {}
         self.refreshes = {"codeLens": 0, "inlayHint": 0}
+        self.pick: str | None = None  # what the user picks when the server asks
+        self.questions: list[types.ShowMessageRequestParams] = []
 
     def uri(self, name: str = "model.py") -> str:
         return (self.root / name).as_uri()
@@ -168,6 +170,11 @@ async def editor(root: Path, options: dict | None = None) -> AsyncIterator[Edito
     @client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
     def _hint_refresh(params: None) -> None:
         session.refreshes["inlayHint"] += 1
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def _question(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
+        session.questions.append(params)
+        return types.MessageActionItem(title=session.pick) if session.pick else None
 
     await client.start_io(*SERVER, cwd=str(root))
     await client.initialize_session(

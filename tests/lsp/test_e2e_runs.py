@@ -134,6 +134,12 @@ async def test_remote_target_answers_that_it_is_not_available_yet(tmp_path):
         picked = await ed.command("trnlens.server.selectTarget", {"target": "local"})
         assert picked == {"target": "local", "targets": ["local", "trn2-dev"]}
         assert (await ed.lenses(uri))["rmsnorm_naive"].command.title == "▶ Profile"
+        # Without a name the server asks the user (window/showMessageRequest).
+        ed.pick = "trn2-dev"
+        picked = await ed.command("trnlens.server.selectTarget")
+        assert picked["target"] == "trn2-dev"
+        assert [a.title for a in ed.questions[-1].actions] == ["local", "trn2-dev"]
+        assert (await ed.lenses(uri))["rmsnorm_naive"].command.title == "▶ Profile on trn2-dev"
 
 
 REPO_TARGET = """
