@@ -19,6 +19,7 @@ from lsprotocol import types
 from trnlens import project
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.lsp import format
+from trnlens.lsp.documents import analyse
 from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
 from trnlens.results import Result, SchemaMismatch
@@ -56,8 +57,6 @@ class Runs:
             analysis = doc.analysis()
             known = analysis.symbols if analysis else {}
         else:
-            from trnlens.lsp.documents import analyse
-
             try:
                 known = analyse(text).symbols
             except SyntaxError as exc:
