@@ -188,3 +188,23 @@ async def test_trusted_workspace_uses_the_repository_target(tmp_path):
         shown = [m.message for m in ed.client.messages]
         assert any("profiling rmsnorm_naive failed" in m for m in shown), shown
     assert marker.exists()
+
+
+async def test_a_malformed_setting_is_reported_once_and_the_defaults_used(tmp_path):
+    root = workspace(tmp_path, "[tool.trnlens]\nhotspot_threshold = 5\n")
+    async with editor(root) as ed:
+        uri = ed.open()
+        warnings = await ed.wait_for(
+            lambda: [m for m in ed.client.messages if "trnlens settings" in m.message],
+            what="the settings warning",
+        )
+        assert "trnlens.hotspotThreshold (from pyproject.toml) is a share between 0 and 1" in (
+            warnings[0].message
+        )
+        assert warnings[0].type == types.MessageType.Warning
+        assert (await ed.lenses(uri))["rmsnorm_naive"].command.title == "▶ Profile"
+        ed.open("model.py")  # opening again does not repeat it
+        await ed.lenses(uri)
+        assert len([m for m in ed.client.messages if "trnlens settings" in m.message]) == 1
+        with pytest.raises(JsonRpcException, match="hotspotThreshold"):
+            await ed.click((await ed.lenses(uri))["rmsnorm_naive"])

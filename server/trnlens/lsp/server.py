@@ -44,6 +44,7 @@ class TrnlensServer(LanguageServer):
         self._stores: dict[Path, Store] = {}
         self._generations = itertools.count(1)
         self._published: dict[str, int] = {}
+        self._told: dict[Path, str] = {}  # settings problems already shown, by root
 
     # -- paths, projects, stores
     def path_of(self, uri: str) -> Path:
@@ -156,7 +157,19 @@ class TrnlensServer(LanguageServer):
         self.refresh_hints()
         self.publish(uri, force=True)
 
+    def report_settings_problems(self) -> None:
+        """Says once per distinct problem that a settings source is malformed (the features
+        meanwhile run on the defaults)."""
+        for root in self.roots():
+            self.config.settings_for(root)
+        for root, problem in self.config.problems.items():
+            if self._told.get(root) != problem:
+                self._told[root] = problem
+                message = f"trnlens settings: {problem}; using the defaults"
+                self.show(message, types.MessageType.Warning)
+
     def refresh_all(self) -> None:
+        self.report_settings_problems()
         self.refresh_lenses()
         self.refresh_hints()
         for uri in list(self.documents):
@@ -221,6 +234,7 @@ def create_server() -> TrnlensServer:
     def did_open(ls: TrnlensServer, params: types.DidOpenTextDocumentParams) -> None:
         doc = ls.open_document(params.text_document.uri, params.text_document.text)
         if doc is not None:
+            ls.report_settings_problems()
             ls.publish(doc.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
