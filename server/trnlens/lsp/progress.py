@@ -7,12 +7,14 @@ still see the lens state and the final message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 log = logging.getLogger(__name__)
+CREATE_TIMEOUT_S = 5.0
 
 
 class RunProgress:
@@ -30,8 +32,11 @@ class RunProgress:
         if not self._supported():
             return
         try:
-            await self.server.work_done_progress.create_async(self.token)
-        except Exception as exc:  # the client refused the token: run without a progress bar
+            # A client that never answers must not hold the run back.
+            await asyncio.wait_for(
+                self.server.work_done_progress.create_async(self.token), CREATE_TIMEOUT_S
+            )
+        except Exception as exc:  # refused or unanswered: run without a progress bar
             log.warning("progress not created: %s", exc)
             return
         self.active = True
