@@ -208,3 +208,15 @@ async def test_a_malformed_setting_is_reported_once_and_the_defaults_used(tmp_pa
         assert len([m for m in ed.client.messages if "trnlens settings" in m.message]) == 1
         with pytest.raises(JsonRpcException, match="hotspotThreshold"):
             await ed.click((await ed.lenses(uri))["rmsnorm_naive"])
+
+
+async def test_a_run_past_timeout_seconds_is_stopped_and_reported(tmp_path):
+    root = workspace(tmp_path)
+    async with editor(root, {**FAST, "timeoutSeconds": 4}) as ed:
+        uri = ed.open()
+        started = time.monotonic()
+        _, end = await ed.profile(uri, "sleepy")  # sleeps 30 s in its first call
+        assert end.message == "failed: timed out after 4 s (trnlens.timeoutSeconds)"
+        assert time.monotonic() - started < 20
+        assert any("timed out" in m.message for m in ed.client.messages)
+        assert (await ed.lenses(uri))["sleepy"].command.title == "▶ Profile"
