@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(neovim git)
+APT_PACKAGES=(neovim git openssh-server openssh-client iproute2 procps)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

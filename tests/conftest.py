@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -20,3 +23,20 @@ def make_project(tmp_path: Path):
         return tmp_path
 
     return make
+
+
+def python_without_trnlens(directory: Path, with_torch: bool = True) -> Path:
+    """A venv that sees torch (through a .pth to our site-packages) but not trnlens.
+
+    Paths a .pth file adds are not site directories, so the editable install's own .pth in our
+    site-packages is not processed there: `import trnlens` fails, `import torch` works.
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
+    python = directory / "bin" / "python"
+    if with_torch:
+        site = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        Path(site, "torch-only.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python

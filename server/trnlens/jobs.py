@@ -22,6 +22,9 @@ from trnlens import project, results
 from trnlens.agent.protocol import SCHEMA_VERSION
 from trnlens.store import Store
 from trnlens.targets.local import LocalTarget
+from trnlens.targets.ssh import SshTarget, TargetError
+
+Target = LocalTarget | SshTarget
 
 Progress = Callable[[dict], Any]
 HELLO_TIMEOUT_S = 60.0
@@ -51,7 +54,7 @@ def _failure(kind: str, message: str) -> AgentFailure:
 class AgentProcess:
     """One agent process speaking the line protocol; one request at a time."""
 
-    def __init__(self, target: LocalTarget):
+    def __init__(self, target: Target):
         self.target = target
         self.proc: asyncio.subprocess.Process | None = None
         self.hello: dict | None = None
@@ -60,8 +63,9 @@ class AgentProcess:
 
     async def start(self) -> None:
         try:
+            await self.target.prepare()
             command = self.target.command()
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, TargetError) as exc:
             raise _failure("environment", str(exc)) from None
         self.proc = await asyncio.create_subprocess_exec(
             *command,
@@ -123,10 +127,7 @@ class AgentProcess:
                 message = await self._read()
                 if message is None:
                     code = await self.proc.wait()
-                    raise _failure(
-                        "internal",
-                        f"the agent exited (code {code}) during the run:\n{self.stderr_tail()}",
-                    )
+                    raise self._died(code)
                 if message.get("id") != request_id:
                     continue
                 kind = message.get("type")
@@ -141,6 +142,17 @@ class AgentProcess:
         except asyncio.CancelledError:
             await self.cancel(request_id)
             raise
+
+    def _died(self, code: int) -> AgentFailure:
+        if isinstance(self.target, SshTarget) and code == 255:
+            return _failure(
+                "environment",
+                f"the connection to {self.target.host} dropped during the run "
+                f"({self.stderr_tail(1)}); the agent there stops by itself when its input closes",
+            )
+        return _failure(
+            "internal", f"the agent exited (code {code}) during the run:\n{self.stderr_tail()}"
+        )
 
     async def cancel(self, request_id: str, grace_s: float = CANCEL_GRACE_S) -> None:
         """Asks the agent to stop; kills its process group if it has not answered in time."""
@@ -169,6 +181,7 @@ class AgentProcess:
     async def kill(self) -> None:
         if not self.alive():
             return
+        await self.target.kill()  # remote: the agent's process group on the host
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -239,7 +252,7 @@ def _relative(root: Path, path: str) -> str:
 async def run_profile(
     request: ProfileRequest,
     store: Store,
-    target: LocalTarget | None = None,
+    target: Target | None = None,
     on_progress: Progress | None = None,
     agent: AgentProcess | None = None,
 ) -> dict:
@@ -247,10 +260,15 @@ async def run_profile(
     target = target or LocalTarget()
     own_agent = agent is None
     agent = agent or AgentProcess(target)
+    staged = None
     try:
         if not agent.alive():
             await agent.start()
-        work = agent.request(request.payload(store, target.name), on_progress)
+        try:
+            staged = await target.stage(request.payload(store, target.name), store)
+        except TargetError as exc:
+            raise _failure("environment", str(exc)) from None
+        work = agent.request(staged.payload, on_progress)
         try:
             outcome = await asyncio.wait_for(work, request.timeout_s)
         except asyncio.TimeoutError:
@@ -259,10 +277,16 @@ async def run_profile(
                 f"the run took longer than {request.timeout_s:g} s and was stopped "
                 "(raise the timeout for first compiles on Neuron)",
             ) from None
+        results.check(outcome)
+        try:
+            await target.collect(staged, outcome, store)
+        except TargetError as exc:
+            raise _failure("environment", str(exc)) from None
     finally:
+        if staged is not None:
+            await asyncio.shield(target.discard(staged))
         if own_agent:
             await agent.close()
-    results.check(outcome)
     if "variants" in outcome:
         comparison_id = outcome["variants"][0]["run_id"]
         for variant in outcome["variants"]:

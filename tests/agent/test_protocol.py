@@ -7,7 +7,6 @@ import os
 import queue
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import threading
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 from trnlens.agent.protocol import SCHEMA_VERSION
 from trnlens.targets import bundle
+
+from tests.conftest import python_without_trnlens
 
 SLOW = """
 import time
@@ -136,25 +137,8 @@ def test_one_shot_use_is_one_request_then_end_of_input(agent_dir):
     assert done.returncode == 0
 
 
-def _env_without_trnlens(tmp_path: Path) -> Path:
-    """A venv that sees torch (via a .pth to our site-packages) but not trnlens.
-
-    Paths a .pth file adds are not site directories, so the editable install's own .pth in our
-    site-packages is not processed there: `import trnlens` fails, `import torch` works.
-    """
-    venv = tmp_path / "isolated-venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    site = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    Path(site, "torch-only.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
-
-
 def test_agent_runs_isolated_where_trnlens_cannot_be_imported(agent_dir, tmp_path):
-    python = _env_without_trnlens(tmp_path)
+    python = python_without_trnlens(tmp_path / "isolated-venv")
     check = "import torch\ntry:\n import trnlens\nexcept ImportError:\n print('no trnlens')"
     probe = subprocess.run(
         [python, "-I", "-c", check],
@@ -185,7 +169,7 @@ def test_bundle_is_cached_by_content(tmp_path):
 
 def test_an_interpreter_without_torch_gets_an_environment_error(agent_dir, tmp_path):
     venv = tmp_path / "no-torch"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python_without_trnlens(venv, with_torch=False)
     done = subprocess.run(
         [venv / "bin" / "python", str(bundle.build(tmp_path / "cache"))], cwd=agent_dir,
         input=json.dumps(request(agent_dir, "quick", "nt")) + "\n", capture_output=True,

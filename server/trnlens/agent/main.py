@@ -10,6 +10,7 @@ does not stop in time (a run stuck in C code).
 from __future__ import annotations
 
 import _thread
+import json
 import os
 import platform
 import queue
@@ -24,8 +25,9 @@ from .runner import Runner
 
 
 class Agent:
-    def __init__(self, channel: Channel):
+    def __init__(self, channel: Channel, stop_on_eof: bool = False):
         self.channel = channel
+        self.stop_on_eof = stop_on_eof
         self.requests: queue.Queue = queue.Queue()
         self.current: str | None = None
         self.cancel_requested = threading.Event()
@@ -61,8 +63,11 @@ class Agent:
                 )
             else:
                 self.requests.put(message)
-        # End of input: no more requests. What is queued still runs (one-shot use pipes a
-        # request and closes stdin); a server that died is noticed when a write fails.
+        # End of input. Locally it means no more requests: what is queued still runs (one-shot
+        # use pipes a request and closes stdin). Over SSH (--stop-on-eof) it means the
+        # connection dropped: stop the current run too, so nothing is left on the host.
+        if self.stop_on_eof:
+            self.cancel(None)
         self.requests.put(None)
 
     def cancel(self, request_id) -> None:
@@ -141,13 +146,19 @@ class Agent:
             self.channel.send(reply)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if "--probe" in args:
+        from .probe import probe
+
+        print(json.dumps(probe()))
+        return 0
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     stream = os.fdopen(protocol_fd, "w", encoding="utf-8", buffering=1)
     channel = Channel(stream)
-    agent = Agent(channel)
+    agent = Agent(channel, stop_on_eof="--stop-on-eof" in args)
     channel.send(
         {
             "type": "hello",

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from trnlens.targets import bundle
+from trnlens.targets.base import Staged
 
 
 @dataclass
@@ -35,3 +36,18 @@ class LocalTarget:
 
     def describe(self) -> str:
         return "local"
+
+    async def prepare(self) -> None:
+        return None
+
+    async def stage(self, payload: dict, store) -> Staged:
+        return Staged(payload)
+
+    async def collect(self, staged: Staged, outcome: dict, store) -> None:
+        return None
+
+    async def discard(self, staged: Staged) -> None:
+        return None
+
+    async def kill(self) -> None:
+        return None  # the local agent's process group is killed by the job itself

@@ -1,0 +1,24 @@
+"""What a target is: where the agent runs and how a run's files get there and back.
+
+A target answers, for :mod:`trnlens.jobs`:
+- ``command()`` / ``environment()``: how to start the agent (after ``await prepare()``);
+- ``await stage(payload, store)``: make the run's inputs reachable from the agent and return the
+  payload as the agent must see it (paths on the target);
+- ``await collect(staged, outcome, store)``: bring the run's artifacts into the local store's
+  staging directory and map target paths in the outcome back to local ones;
+- ``await discard(staged)``: remove what the run left on the target;
+- ``await kill(agent_pid_token)``: stop the agent's whole process group on the target.
+The local target does nothing in most of these: the agent already sees the project and writes
+straight into the store's staging directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Staged:
+    payload: dict  # the request as the agent sees it
+    run_dir: str | None = None  # a per-run directory on the target, removed by discard()
+    extras: dict = field(default_factory=dict)

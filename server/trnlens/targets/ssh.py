@@ -1,0 +1,303 @@
+"""A remote target reached with the system OpenSSH client (the user's ssh config just works).
+
+Nothing is installed on the host. The agent bundle goes once into ``<workdir>/agents/``; each run
+gets ``<workdir>/runs/<id>/`` with the project files it needs (``src/``) and the agent's
+``artifacts/``, fetched back into the local store and removed. Connections are reused
+(ControlMaster under a private directory), so a repeat profile pays no handshake. Host key
+checking is never turned off, and ``BatchMode`` makes a missing key fail at once instead of
+waiting for a password nobody can type.
+
+Every remote command is an argv list, quoted with ``shlex.quote`` into the one string ssh sends
+to the remote shell; compound commands are constant ``sh -c`` scripts taking user-derived values
+as positional parameters. No user input is ever pasted into shell syntax.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import io
+import os
+import re
+import shlex
+import tarfile
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trnlens.targets import bundle
+from trnlens.targets.base import Staged
+from trnlens.targets.sources import needed_files
+
+# $$ is the shell sshd started for this session (a session leader, so its PID is the process
+# group of everything the agent starts): it records it, then becomes the agent with exec.
+LAUNCH = 'cd -- "$1" || exit 97; echo $$ > "$2"; shift 2; exec "$@"'
+KILL = (
+    'p=$(cat -- "$1" 2>/dev/null) && [ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null; rm -f -- "$1"'
+)
+PREPARE = (
+    'mkdir -p -- "$1/agents" "$1/runs" && cd -- "$1" && pwd && '
+    '{ command -v -- "$2" >/dev/null || echo "NO-PYTHON"; } && '
+    '{ [ -f "agents/$3" ] || echo "NO-BUNDLE"; }'
+)
+UPLOAD = 'cat > "$1.part.$$" && mv -f -- "$1.part.$$" "$1"'
+UNPACK = 'mkdir -p -- "$1/src" "$1/artifacts" && tar -xzf - -C "$1/src"'
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class TargetError(Exception):
+    """A target problem with a message fit for the user (becomes an 'environment' error)."""
+
+
+def quote_command(argv: list[str]) -> str:
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def control_dir() -> Path:
+    """A private directory for ControlMaster sockets (they grant a live login: ours alone)."""
+    directory = bundle.cache_dir() / "ssh"
+    if len(str(directory)) > 60:  # a unix socket path (+ 41 for %C) must stay under 108 bytes
+        tag = hashlib.sha256(str(directory).encode()).hexdigest()[:8]
+        directory = Path(tempfile.gettempdir()) / f"trnlens-ssh-{os.getuid()}-{tag}"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if directory.stat().st_uid != os.getuid():
+        raise TargetError(f"{directory} belongs to another user: refusing to keep sockets there")
+    os.chmod(directory, 0o700)
+    return directory
+
+
+@dataclass
+class SshTarget:
+    name: str
+    host: str
+    ssh_args: list[str] = field(default_factory=list)
+    python: str = "python3"
+    workdir: str = ".cache/trnlens"  # relative to the remote home unless absolute
+    backend: str = "auto"
+    env: dict[str, str] = field(default_factory=dict)
+    remote_root: str | None = None
+    connect_timeout_s: int = 15
+    _workdir_abs: str | None = field(default=None, init=False, repr=False)
+    _pidfile: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.host or self.host.startswith("-") or any(c.isspace() for c in self.host):
+            raise TargetError(f"target {self.name!r}: {self.host!r} is not a host ssh accepts")
+        for key in self.env:
+            if not _ENV_NAME.match(key):
+                raise TargetError(f"target {self.name!r}: {key!r} is not an environment name")
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.host})"
+
+    # -- ssh plumbing
+    def ssh(self, remote_argv: list[str]) -> list[str]:
+        return [
+            "ssh",
+            *self.ssh_args,
+            "-o", "BatchMode=yes",
+            "-o", f"ConnectTimeout={self.connect_timeout_s}",
+            "-o", "ControlMaster=auto",
+            "-o", f"ControlPath={control_dir()}/%C",
+            "-o", "ControlPersist=600",
+            "-o", "ServerAliveInterval=5",
+            "-o", "ServerAliveCountMax=3",
+            "-e", "none",
+            self.host,
+            "--",
+            quote_command(remote_argv),
+        ]  # fmt: skip
+
+    async def run(
+        self, remote_argv: list[str], stdin: bytes | None = None, timeout: float = 120
+    ) -> tuple[int, bytes, bytes]:
+        proc = await asyncio.create_subprocess_exec(
+            *self.ssh(remote_argv),
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            proc.kill()
+            await proc.wait()
+            raise
+        return proc.returncode, out, err
+
+    async def checked(self, remote_argv: list[str], what: str, **kwargs) -> bytes:
+        try:
+            code, out, err = await self.run(remote_argv, **kwargs)
+        except asyncio.TimeoutError:
+            raise TargetError(f"{self.describe()}: {what} timed out") from None
+        if code != 0:
+            raise TargetError(self.explain(code, err.decode("utf-8", "replace"), what))
+        return out
+
+    def explain(self, code: int, stderr: str, what: str = "the agent") -> str:
+        """A sentence for a failed ssh command: what went wrong and what to do about it."""
+        text = stderr.strip()
+        last = text.splitlines()[-1] if text else f"exit code {code}"
+        if (
+            "REMOTE HOST IDENTIFICATION HAS CHANGED" in text
+            or "Host key verification failed" in text
+        ):
+            return (
+                f"the host key of {self.host} does not match your known_hosts: trnlens never "
+                "turns off host key checking. If the change is expected, remove the old key "
+                f"(ssh-keygen -R {self.host}) and connect once with ssh to accept the new one"
+            )
+        if "Permission denied" in text:
+            return (
+                f"{self.host} refused authentication ({last}): check that `ssh {self.host}` "
+                "logs in without a password prompt (key, agent, or the target's ssh_args)"
+            )
+        if code == 255:
+            return f"cannot reach {self.host} over ssh: {last}"
+        return f"{what} failed on {self.host}: {last}"
+
+    # -- the agent's life
+    async def prepare(self) -> None:
+        """Creates the work directory, checks the interpreter, uploads the agent when missing."""
+        local = bundle.build()
+        out = await self.checked(
+            ["sh", "-c", PREPARE, "sh", self.workdir, self.python, local.name],
+            "preparing the work directory",
+        )
+        lines = out.decode("utf-8", "replace").splitlines()
+        self._workdir_abs = lines[0].strip()
+        if "NO-PYTHON" in lines:
+            raise TargetError(
+                f"{self.python!r} was not found on {self.host}: set `python` for target "
+                f"{self.name!r} to an interpreter that has torch"
+            )
+        if "NO-BUNDLE" in lines:
+            await self.checked(
+                ["sh", "-c", UPLOAD, "sh", f"{self._workdir_abs}/agents/{local.name}"],
+                "uploading the agent", stdin=local.read_bytes(),
+            )  # fmt: skip
+        self._pidfile = f"{self._workdir_abs}/agents/{uuid.uuid4().hex}.pid"
+
+    def command(self) -> list[str]:
+        if self._workdir_abs is None:
+            raise TargetError("prepare() the target before starting its agent")
+        assignments = [f"{k}={v}" for k, v in self.env.items()]
+        agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
+        return self.ssh(
+            ["sh", "-c", LAUNCH, "sh", self._workdir_abs, self._pidfile,
+             "env", *assignments, self.python, agent, "--stop-on-eof"]
+        )  # fmt: skip
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    async def kill(self) -> None:
+        """Kills the agent's process group on the host (cancel, timeout): no orphans."""
+        if self._pidfile:
+            try:
+                await self.run(["sh", "-c", KILL, "sh", self._pidfile], timeout=15)
+            except (asyncio.TimeoutError, OSError):
+                pass  # unreachable now: the agent stops itself when its stdin closes
+
+    # -- one run's files
+    async def stage(self, payload: dict, store) -> Staged:
+        if self._workdir_abs is None:
+            await self.prepare()
+        local_root = Path(payload["project_root"])
+        buffers = {(local_root / p).resolve(): t for p, t in payload.get("files", {}).items()}
+        entries = [(local_root / v["path"]).resolve() for v in payload["variants"]]
+        files = needed_files(local_root, entries, buffers)
+        run_dir = f"{self._workdir_abs}/runs/{uuid.uuid4().hex}"
+        warnings: list[str] = []
+        if self.remote_root:
+            src = self.remote_root
+            await self.checked(["mkdir", "-p", "--", f"{run_dir}/artifacts"], "creating the run")
+            warnings = await self._compare_remote_root(local_root, files, buffers)
+        else:
+            src = f"{run_dir}/src"
+            archive = _tar_gz(local_root, files, buffers)
+            await self.checked(
+                ["sh", "-c", UNPACK, "sh", run_dir], "uploading the sources", stdin=archive
+            )
+        staged_payload = {
+            **payload,
+            "project_root": src,
+            "artifacts_dir": f"{run_dir}/artifacts",
+        }
+        return Staged(
+            staged_payload,
+            run_dir=run_dir,
+            extras={"local_root": str(local_root), "remote_src": src, "warnings": warnings},
+        )
+
+    async def _compare_remote_root(self, local_root, files, buffers) -> list[str]:
+        relative = [str(f.relative_to(local_root)) for f in files]
+        out = await self.checked(
+            ["sh", "-c", 'cd -- "$1" && shift && sha256sum -- "$@" 2>/dev/null; true', "sh",
+             self.remote_root, *relative],
+            "hashing remote_root",
+        )  # fmt: skip
+        remote = {}
+        for line in out.decode("utf-8", "replace").splitlines():
+            digest, _, name = line.partition("  ")
+            remote[name] = digest
+        differing = []
+        for path, rel in zip(files, relative, strict=True):
+            data = buffers[path].encode() if path in buffers else path.read_bytes()
+            if remote.get(rel) != hashlib.sha256(data).hexdigest():
+                differing.append(rel)
+        if not differing:
+            return []
+        listed = ", ".join(differing[:8]) + (" ..." if len(differing) > 8 else "")
+        return [
+            f"remote_root {self.remote_root} on {self.host} differs from your files: {listed} "
+            "(the remote copy ran)"
+        ]
+
+    async def collect(self, staged: Staged, outcome: dict, store) -> None:
+        data = await self.checked(
+            ["tar", "-czf", "-", "-C", f"{staged.run_dir}/artifacts", "."], "fetching artifacts"
+        )
+        _extract(data, Path(store.staging_dir()))
+        local_root, remote_src = staged.extras["local_root"], staged.extras["remote_src"]
+        runs = outcome["variants"] if "variants" in outcome else [outcome]
+        for run in runs:
+            run["warnings"].extend(staged.extras["warnings"])
+            error = run.get("error")
+            if error and error.get("traceback"):
+                error["traceback"] = error["traceback"].replace(remote_src, local_root)
+
+    async def discard(self, staged: Staged) -> None:
+        if staged.run_dir:
+            try:
+                await self.run(["rm", "-rf", "--", staged.run_dir], timeout=60)
+            except (asyncio.TimeoutError, OSError):
+                pass
+
+
+def _tar_gz(root: Path, files: list[Path], buffers: dict[Path, str]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as archive:
+        for path in files:
+            data = buffers[path].encode("utf-8") if path in buffers else path.read_bytes()
+            info = tarfile.TarInfo(path.relative_to(root).as_posix())
+            info.size = len(data)
+            info.mode = 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), compresslevel=5)
+
+
+def _extract(data: bytes, destination: Path) -> None:
+    """Unpacks a fetched artifact archive, refusing anything that would land outside it."""
+    destination = destination.resolve()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        members = []
+        for member in archive.getmembers():
+            target = (destination / member.name).resolve()
+            if not target.is_relative_to(destination) or not (member.isfile() or member.isdir()):
+                raise TargetError(f"refusing artifact entry {member.name!r}")
+            members.append(member)
+        kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        archive.extractall(destination, members=members, **kwargs)

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import python_without_trnlens
+from tests.targets import sshd
+
+needs_sshd = pytest.mark.skipif(
+    not (os.path.exists(sshd.SSHD) and shutil.which("ssh") and os.geteuid() == 0),
+    reason="needs openssh-server and root (scripts/setup.sh installs it)",
+)
+
+
+@pytest.fixture(scope="session")
+def test_host(tmp_path_factory):
+    host = sshd.start(tmp_path_factory.mktemp("sshd"))
+    yield host
+    host.stop()
+
+
+@pytest.fixture(scope="session")
+def remote_python(tmp_path_factory) -> Path:
+    return python_without_trnlens(tmp_path_factory.mktemp("remote") / "venv")

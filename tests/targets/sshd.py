@@ -1,0 +1,90 @@
+"""A real OpenSSH server for tests, on 127.0.0.1 and a free port, with keys made for the session.
+
+Its "remote" python is a separate environment with torch and without trnlens, as a Trainium host
+would be before trnlens ever touched it. The client side is an ssh config file with the host's
+alias, its key pinned in a known_hosts file and StrictHostKeyChecking on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class TestHost:
+    alias: str
+    port: int
+    directory: Path
+    config: Path  # the client's ssh config (-F)
+    host_key: Path
+    pidfile: Path
+
+    def ssh_args(self, config: Path | None = None) -> list[str]:
+        return ["-F", str(config or self.config)]
+
+    def client_config(self, name: str, **overrides: str) -> Path:
+        """Another client config for the same host, some options changed (for failure cases)."""
+        options = {
+            "HostName": "127.0.0.1", "Port": str(self.port),
+            "IdentityFile": str(self.directory / "client_key"), "IdentitiesOnly": "yes",
+            "UserKnownHostsFile": str(self.directory / "known_hosts"),
+            "StrictHostKeyChecking": "yes", "BatchMode": "yes", "User": "root",
+        }  # fmt: skip
+        options.update(overrides)
+        path = self.directory / name
+        body = "".join(f"    {k} {v}\n" for k, v in options.items())
+        path.write_text(f"Host {self.alias}\n{body}")
+        return path
+
+    def stop(self) -> None:
+        try:
+            os.kill(int(self.pidfile.read_text()), 15)
+        except (OSError, ValueError):
+            pass
+
+
+def keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def start(directory: Path, alias: str = "trn-test-host") -> TestHost:
+    directory.mkdir(parents=True, exist_ok=True)
+    keygen(directory / "host_key")
+    keygen(directory / "client_key")
+    shutil.copy(directory / "client_key.pub", directory / "authorized_keys")
+    port = free_port()
+    config = directory / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {directory / 'host_key'}\n"
+        f"AuthorizedKeysFile {directory / 'authorized_keys'}\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+        f"UsePAM no\nPidFile {directory / 'sshd.pid'}\nMaxSessions 50\nMaxStartups 50\n"
+    )
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    subprocess.run([SSHD, "-f", str(config), "-E", str(directory / "sshd.log")], check=True)
+    host_pub = (directory / "host_key.pub").read_text().split()
+    (directory / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    host = TestHost(alias, port, directory, directory / "ssh_config", directory / "host_key",
+                    directory / "sshd.pid")  # fmt: skip
+    host.client_config("ssh_config")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return host
+        time.sleep(0.05)
+    raise RuntimeError("sshd did not start: " + (directory / "sshd.log").read_text())
