@@ -13,7 +13,8 @@ from trnlens import project
 from trnlens.cli import exitcodes
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
 from trnlens.store import Store
-from trnlens.targets.local import LocalTarget
+from trnlens.targets import config
+from trnlens.targets.ssh import TargetError
 
 KIND_EXIT = {
     "usage": exitcodes.USAGE,
@@ -31,9 +32,13 @@ class UsageError(Exception):
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
-        default="auto",
         choices=["auto", "cpu", "cuda", "neuron"],
-        help="where device time comes from (default: auto = neuron, cuda, cpu)",
+        help="where device time comes from (default: the target's, else auto: neuron, cuda, cpu)",
+    )
+    parser.add_argument(
+        "--target",
+        metavar="NAME",
+        help="where to run: local (default) or a [tool.trnlens.targets.NAME] in pyproject.toml",
     )
     parser.add_argument("--device", help="device to run on, e.g. cuda:1 (default: the backend's)")
     parser.add_argument("--warmup", type=int, default=3, help="warm-up steps, not measured (3)")
@@ -65,7 +70,6 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", default="table", choices=["table", "json"])
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    # fmt: skip
 
 
 def parse_spec(spec: str) -> tuple[Path, str]:
@@ -82,9 +86,15 @@ def parse_spec(spec: str) -> tuple[Path, str]:
 
 def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     """Runs the request; returns (outcome or None, exit code, store)."""
+    try:
+        target = config.resolve(args.target, root, python=args.python)
+    except TargetError as exc:
+        print(f"trnlens: {exc}", file=sys.stderr)
+        return None, exitcodes.USAGE, None
+    backend = args.backend or getattr(target, "backend", None) or "auto"
     store = Store(root)
     request = ProfileRequest(
-        variants=variants, project_root=root, backend=args.backend, warmup=args.warmup,
+        variants=variants, project_root=root, backend=backend, warmup=args.warmup,
         steps=args.steps, repeats=args.repeats, mode=args.mode, device=args.device,
         inputs=args.inputs, timeout_s=args.timeout,
     )  # fmt: skip
@@ -95,9 +105,7 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
             print(f"[{message['variant']}] {message['phase']}{text}", file=sys.stderr)
 
     try:
-        outcome = asyncio.run(
-            run_profile(request, store, LocalTarget(python=args.python), on_progress=progress)
-        )
+        outcome = asyncio.run(run_profile(request, store, target, on_progress=progress))
     except AgentFailure as failure:
         error = failure.error
         where = f" at {error['path']}:{error['line']}" if error.get("path") else ""

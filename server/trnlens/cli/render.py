@@ -33,7 +33,7 @@ def fmt_count(n: float | None) -> str:
     return f"{n:g}" if isinstance(n, float) else str(n)
 
 
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
@@ -112,7 +112,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
         row += [fmt_count(op["calls"]), str(shapes[0]) if shapes else ""]
         rows.append(row)
     right = set(range(1, len(headers) - 1))
-    out.extend(_table(headers, rows, right))
+    out.extend(table(headers, rows, right))
     if data["lines"]:
         out.append("")
         out.append(
@@ -130,7 +130,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                     _source_line(root, line["path"], line["line"]),
                 ]
             )
-        out.extend(_table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+        out.extend(table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
     if store_dir is not None:
@@ -168,7 +168,7 @@ def render_comparison(data: dict) -> str:
                 f"{diff:.2e}" if diff is not None else "-",
             ]
         )
-    out = _table(headers, rows, {1, 2, 3, 4, 5, 6})
+    out = table(headers, rows, {1, 2, 3, 4, 5, 6})
     out.insert(0, f"{base['backend']}: {base['device']}  ·  {base['mode']}")
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import sys
@@ -48,6 +50,17 @@ class LocalTarget:
 
     async def discard(self, staged: Staged) -> None:
         return None
+
+    async def probe(self) -> dict:
+        """What this interpreter has (python, torch, torch_neuronx, devices): agent --probe."""
+        proc = await asyncio.create_subprocess_exec(
+            *self.command(), "--probe", stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=self.environment(),
+        )  # fmt: skip
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise FileNotFoundError(err.decode("utf-8", "replace").strip() or "probe failed")
+        return json.loads(out)
 
     async def kill(self) -> None:
         return None  # the local agent's process group is killed by the job itself

@@ -18,6 +18,7 @@ import asyncio
 import gzip
 import hashlib
 import io
+import json
 import os
 import re
 import shlex
@@ -183,7 +184,7 @@ class SshTarget:
     def command(self) -> list[str]:
         if self._workdir_abs is None:
             raise TargetError("prepare() the target before starting its agent")
-        assignments = [f"{k}={v}" for k, v in self.env.items()]
+        assignments = self._assignments()
         agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
         return self.ssh(
             ["sh", "-c", LAUNCH, "sh", self._workdir_abs, self._pidfile,
@@ -200,6 +201,17 @@ class SshTarget:
                 await self.run(["sh", "-c", KILL, "sh", self._pidfile], timeout=15)
             except (asyncio.TimeoutError, OSError):
                 pass  # unreachable now: the agent stops itself when its stdin closes
+
+    async def probe(self) -> dict:
+        """What the host has (python, torch, torch_neuronx, devices, neuron-explorer)."""
+        await self.prepare()
+        agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
+        out = await self.checked(["env", *self._assignments(), self.python, agent, "--probe"],
+                                 "probing the host")  # fmt: skip
+        return json.loads(out)
+
+    def _assignments(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.env.items()]
 
     # -- one run's files
     async def stage(self, payload: dict, store) -> Staged:
