@@ -76,7 +76,11 @@ class Measurer:
         m = Measurement()
         s = self.settings
         with self.context():
-            self.progress("compiling" if compiled else "warm-up", "first call")
+            if self.backend.name == "neuron":
+                # Eager Neuron compiles a NEFF per op on first use: minutes, not a hang.
+                self.progress("compiling", "first call: Neuron compiles NEFFs, this can take minutes")
+            else:
+                self.progress("compiling" if compiled else "warm-up", "first call")
             m.first_call_us = self._one_step(step)
             for _ in range(max(s.warmup - 1, 0)):
                 self._check()

@@ -233,10 +233,14 @@ class SshTarget:
             await self.checked(
                 ["sh", "-c", UNPACK, "sh", run_dir], "uploading the sources", stdin=archive
             )
+        options = dict(payload.get("options") or {})
+        # One NEFF cache per host, not per run: a repeat profile skips the Neuron compiles.
+        options.setdefault("neff_cache_dir", f"{self._workdir_abs}/neff-cache")
         staged_payload = {
             **payload,
             "project_root": src,
             "artifacts_dir": f"{run_dir}/artifacts",
+            "options": options,
         }
         return Staged(
             staged_payload,
