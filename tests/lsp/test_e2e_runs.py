@@ -120,16 +120,18 @@ async def test_one_run_at_a_time_the_queue_and_cancel_within_a_second(tmp_path):
         assert "1 dispatch" in after["rmsnorm_fused"].command.title
 
 
-async def test_remote_target_answers_that_it_is_not_available_yet(tmp_path):
+async def test_unreachable_remote_target_fails_clearly(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     root = workspace(tmp_path)
-    options = {**FAST, "targets": {"trn2-dev": {"host": "trn2.example"}}, "target": "trn2-dev"}
+    options = {**FAST, "targets": {"trn2-dev": {"host": "trn2.invalid"}}, "target": "trn2-dev"}
     async with editor(root, options) as ed:
         uri = ed.open()
         lens = (await ed.lenses(uri))["rmsnorm_naive"]
         assert lens.command.title == "▶ Profile on trn2-dev"
         assert lens.command.arguments[0]["target"] == "trn2-dev"
-        with pytest.raises(JsonRpcException, match="remote targets are not available yet"):
-            await ed.click(lens)
+        answer = await ed.click(lens)
+        end = await ed.wait_for_end(answer["token"], 60)
+        assert end.message.startswith("failed: environment error: cannot reach trn2.invalid")
         # Picking the local target from the session makes the lens local again.
         picked = await ed.command("trnlens.server.selectTarget", {"target": "local"})
         assert picked == {"target": "local", "targets": ["local", "trn2-dev"]}
@@ -172,6 +174,9 @@ async def test_untrusted_workspace_refuses_targets_from_the_repository(tmp_path)
             await ed.command("trnlens.server.profile", arguments)
         with pytest.raises(JsonRpcException, match="not trusted"):
             await ed.command("trnlens.server.selectTarget", {"target": "repo-box"})
+        # Analysis only: not even the local target runs the repository's code.
+        with pytest.raises(JsonRpcException, match="workspace is not trusted"):
+            await ed.click(lens)
     assert not marker.exists()
 
 

@@ -24,7 +24,9 @@ from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings, SettingsError, Target
+from trnlens.targets import config as targets_config
 from trnlens.targets.local import LocalTarget
+from trnlens.targets.ssh import SshTarget, TargetError
 
 if TYPE_CHECKING:
     from trnlens.lsp.server import TrnlensServer
@@ -52,6 +54,12 @@ class Runs:
             settings = self.server.config.resolve(root)
         except SettingsError as exc:
             raise RequestRefused(f"trnlens settings: {exc}") from None
+        if not self.server.config.trusted:
+            # Profiling imports and runs the repository's code: never in an untrusted workspace.
+            raise RequestRefused(
+                "this workspace is not trusted: trnlens only analyses its code; trust the "
+                "workspace to profile (a profile imports and runs the repository's code)"
+            )
         target = _allowed_target(settings, target_name)
         if doc is not None:
             analysis = doc.analysis()
@@ -167,8 +175,8 @@ class Runs:
             steps=settings.steps, repeats=settings.repeats, mode=settings.mode,
             files=self.server.unsaved_files(root),
         )  # fmt: skip
-        local = LocalTarget(name=target.name, python=_interpreter(target, root), env=target.env)
-        agent = self._agent(local)
+        runner = _build_target(target, root)
+        agent = self._agent(runner)
 
         def on_progress(message: dict) -> None:
             job.phase = message.get("phase", "")
@@ -177,11 +185,11 @@ class Runs:
 
         progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
         store = self.server.store(root, create=True)
-        return await run_profile(request, store, local, on_progress=on_progress, agent=agent)
+        return await run_profile(request, store, runner, on_progress=on_progress, agent=agent)
 
-    def _agent(self, target: LocalTarget) -> AgentProcess:
+    def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
         """A warm agent per target: torch is imported once, not once per run."""
-        key = (target.name, target.python, tuple(sorted(target.env.items())))
+        key = (type(target).__name__, repr(target))  # every field: a changed setting, a new agent
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agents[key] = AgentProcess(target)
@@ -211,12 +219,24 @@ def _allowed_target(settings: Settings, name: str | None) -> Target:
         target = settings.target_named(name)
     except KeyError as exc:
         raise RequestRefused(str(exc.args[0])) from None
-    if not target.is_local:
-        raise RequestRefused(
-            f"target {target.name!r} is a {target.kind} target: remote targets are not "
-            "available yet; profile on 'local'"
-        )
+    try:
+        _build_target(target, Path("."))
+    except TargetError as exc:
+        raise RequestRefused(f"trnlens.targets: {exc}") from None
     return target
+
+
+def _build_target(target: Target, root: Path) -> LocalTarget | SshTarget:
+    """The runnable target for a settings entry (local, or SSH with the issue's fields)."""
+    if target.is_local:
+        return LocalTarget(name=target.name, python=_interpreter(target, root), env=target.env)
+    fields = {**target.fields, "kind": target.kind, "env": target.env}
+    if target.python:
+        fields["python"] = target.python
+    built = targets_config.from_fields(target.name, fields)
+    if isinstance(built, LocalTarget):  # pragma: no cover - kind says ssh here
+        built.python = _interpreter(target, root)
+    return built
 
 
 def _interpreter(target: Target, root: Path) -> str | None:
