@@ -1,0 +1,245 @@
+// The palette, keybinding and menu commands (plain `trnlens.` IDs). Each one finds what the user
+// means (the function at the cursor, a picked one, the active file) and forwards it to a server
+// command (`trnlens.server.*`); the server does the work and reports back through lenses,
+// hints, diagnostics, progress and messages.
+import { describe, type ServerManager } from './client';
+import { profilableAt, profilables, type Profilable, type WireCodeLens } from './functions';
+import { UntrustedError } from './trust';
+import type { ExplorerOpened } from './urls';
+import * as api from './vscodeapi';
+
+export const COMMANDS = {
+  profileFunction: 'trnlens.profileFunction',
+  profile: 'trnlens.profile',
+  compare: 'trnlens.compare',
+  selectTarget: 'trnlens.selectTarget',
+  openExplorer: 'trnlens.openExplorer',
+  clearResults: 'trnlens.clearResults',
+  restartServer: 'trnlens.restartServer',
+  showLog: 'trnlens.showLog',
+} as const;
+
+export const SERVER = {
+  profile: 'trnlens.server.profile',
+  compare: 'trnlens.server.compare',
+  selectTarget: 'trnlens.server.selectTarget',
+  openExplorer: 'trnlens.server.openExplorer',
+  clearResults: 'trnlens.server.clearResults',
+} as const;
+
+export interface CommandDeps {
+  server: Pick<ServerManager, 'executeCommand' | 'request' | 'supports' | 'restart'>;
+  log: api.Log;
+  /** The status bar's target, after the server switched it. */
+  setTarget(target: string): void;
+  /** Runs the server's openExplorer request and opens what it names (see urls.UrlOpener). */
+  openExplorer(request: () => Promise<unknown>): Promise<ExplorerOpened | undefined>;
+}
+
+/** What `trnlens.server.profile` answers. */
+export interface ProfileStarted {
+  token: string;
+  state: string;
+  position: number;
+  target: string;
+  alreadyPending: boolean;
+}
+
+export function registerCommands(deps: CommandDeps): api.Disposable[] {
+  const handlers: Record<string, () => Promise<void>> = {
+    [COMMANDS.profileFunction]: () => profileFunction(deps),
+    [COMMANDS.profile]: () => profilePicked(deps),
+    [COMMANDS.compare]: () => compare(deps),
+    [COMMANDS.selectTarget]: () => selectTarget(deps),
+    [COMMANDS.openExplorer]: () => openExplorer(deps),
+    [COMMANDS.clearResults]: () => clearResults(deps),
+    [COMMANDS.restartServer]: () => deps.server.restart(),
+    [COMMANDS.showLog]: async () => deps.log.show(),
+  };
+  return Object.entries(handlers).map(([id, handler]) =>
+    api.registerCommand(id, () => reportingErrors(deps, id, handler)),
+  );
+}
+
+async function reportingErrors(deps: CommandDeps, id: string, handler: () => Promise<void>) {
+  try {
+    await handler();
+  } catch (error) {
+    deps.log.error(`${id}: ${describe(error)}`);
+    if (error instanceof UntrustedError) {
+      void api.showWarningMessage(error.message);
+    } else if (!(isResponseError(error) && id.startsWith('trnlens.profile'))) {
+      // The server tells the user itself why it refused a profile (window/showMessage); other
+      // failures are ours to report.
+      void api.showErrorMessage(`trnlens: ${describe(error)}`, 'Show Log').then((choice) => {
+        if (choice === 'Show Log') {
+          deps.log.show();
+        }
+      });
+    }
+  }
+}
+
+function isResponseError(error: unknown): boolean {
+  return typeof (error as { code?: unknown } | undefined)?.code === 'number';
+}
+
+// -- profile
+export async function profileFunction(deps: CommandDeps): Promise<void> {
+  const editor = pythonEditor();
+  if (editor === undefined) {
+    return;
+  }
+  const candidates = await profilablesIn(deps, editor.uri);
+  if (candidates === undefined) {
+    return;
+  }
+  const chosen =
+    profilableAt(candidates, editor.lines, editor.line) ??
+    (await pick(candidates, 'The cursor is in no profilable function: profile which one?'));
+  if (chosen !== undefined) {
+    await profile(deps, chosen);
+  }
+}
+
+export async function profilePicked(deps: CommandDeps): Promise<void> {
+  const editor = pythonEditor();
+  if (editor === undefined) {
+    return;
+  }
+  const candidates = await profilablesIn(deps, editor.uri);
+  const chosen = candidates && (await pick(candidates, 'Profile which function?'));
+  if (chosen !== undefined) {
+    await profile(deps, chosen);
+  }
+}
+
+async function profile(deps: CommandDeps, chosen: Profilable): Promise<void> {
+  const started = await deps.server.executeCommand<ProfileStarted>(SERVER.profile, chosen.arguments);
+  deps.log.info(`profile ${chosen.qualname}: ${started.state} on ${started.target}`);
+  if (started.alreadyPending) {
+    void api.showInformationMessage(
+      `trnlens: ${chosen.qualname} is already ${started.state} on ${started.target}.`,
+    );
+  }
+}
+
+// -- compare and explorer: the function at the cursor, else a picked one
+export async function compare(deps: CommandDeps): Promise<void> {
+  const chosen = await functionForCommand(deps, 'Compare the variants of which function?');
+  if (chosen !== undefined) {
+    await deps.server.executeCommand(SERVER.compare, chosen.arguments);
+  }
+}
+
+export async function openExplorer(deps: CommandDeps): Promise<void> {
+  const editor = api.activeEditor();
+  let argument: object = {};
+  if (editor?.languageId === 'python') {
+    const candidates = (await profilablesIn(deps, editor.uri, false)) ?? [];
+    const here = profilableAt(candidates, editor.lines, editor.line);
+    argument = here ? { uri: here.arguments.uri, qualname: here.qualname } : { uri: editor.uri };
+  }
+  const opened = await deps.openExplorer(() =>
+    deps.server.executeCommand(SERVER.openExplorer, argument),
+  );
+  if (opened === undefined) {
+    void api.showInformationMessage('trnlens: the server named no Neuron Explorer page to open.');
+    return;
+  }
+  for (const problem of opened.problems) {
+    void api.showWarningMessage(problem);
+  }
+}
+
+async function functionForCommand(
+  deps: CommandDeps,
+  placeHolder: string,
+): Promise<Profilable | undefined> {
+  const editor = pythonEditor();
+  if (editor === undefined) {
+    return undefined;
+  }
+  const candidates = await profilablesIn(deps, editor.uri);
+  if (candidates === undefined) {
+    return undefined;
+  }
+  return profilableAt(candidates, editor.lines, editor.line) ?? pick(candidates, placeHolder);
+}
+
+// -- target, results
+export async function selectTarget(deps: CommandDeps): Promise<void> {
+  // The server knows every target (settings, pyproject.toml, trust) and asks the user itself.
+  const answer = await deps.server.executeCommand<{ target: string; targets: string[] }>(
+    SERVER.selectTarget,
+    {},
+  );
+  deps.setTarget(answer.target);
+}
+
+export async function clearResults(deps: CommandDeps): Promise<void> {
+  const editor = api.activeEditor();
+  let argument: object = {};
+  if (editor?.languageId === 'python') {
+    const scope = await api.showQuickPick(
+      [
+        { label: 'This file', description: api.fsPath(editor.uri), all: false },
+        { label: 'All files', description: 'every run in the open projects', all: true },
+      ],
+      'Clear which trnlens results?',
+    );
+    if (scope === undefined) {
+      return;
+    }
+    argument = scope.all ? {} : { uri: editor.uri };
+  }
+  const answer = await deps.server.executeCommand<{ cleared: number }>(
+    SERVER.clearResults,
+    argument,
+  );
+  void api.showInformationMessage(`trnlens: cleared ${answer.cleared} stored run(s).`);
+}
+
+// -- helpers
+function pythonEditor(): api.EditorPosition | undefined {
+  const editor = api.activeEditor();
+  if (editor?.languageId !== 'python') {
+    void api.showInformationMessage('trnlens: open a Python file to profile its functions.');
+    return undefined;
+  }
+  return editor;
+}
+
+async function profilablesIn(
+  deps: CommandDeps,
+  uri: string,
+  sayWhenNone = true,
+): Promise<Profilable[] | undefined> {
+  const lenses = await deps.server.request<WireCodeLens[] | null>('textDocument/codeLens', {
+    textDocument: { uri },
+  });
+  const found = profilables(lenses);
+  if (found.length === 0) {
+    if (sayWhenNone) {
+      void api.showInformationMessage(
+        'trnlens: nothing to profile here (trnlens profiles functions, methods and nn.Module ' +
+          'classes in files that import torch).',
+      );
+    }
+    return undefined;
+  }
+  return found;
+}
+
+async function pick(candidates: Profilable[], placeHolder: string) {
+  const chosen = await api.showQuickPick(
+    candidates.map((candidate) => ({
+      label: candidate.qualname,
+      description: `line ${candidate.line + 1}`,
+      detail: candidate.pending ? candidate.title.replace(/ · click to cancel$/, '') : candidate.title,
+      candidate,
+    })),
+    placeHolder,
+  );
+  return chosen?.candidate;
+}

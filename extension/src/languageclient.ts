@@ -1,0 +1,55 @@
+// The one place that constructs vscode-languageclient's LanguageClient (it loads `vscode`, so
+// the unit tests, which drive client.ts through ClientLike, never import this module).
+import {
+  LanguageClient,
+  RevealOutputChannelOn,
+  TransportKind,
+  type LanguageClientOptions,
+  type Middleware,
+} from 'vscode-languageclient/node';
+import type { ClientLike, ServerSpec } from './client';
+import type { LogOutputChannel } from 'vscode';
+
+export interface ClientSettings {
+  middleware: Middleware;
+  log: LogOutputChannel;
+  trusted(): boolean;
+  cwd: string | undefined;
+}
+
+export function createLanguageClient(spec: ServerSpec, settings: ClientSettings): ClientLike {
+  const options: LanguageClientOptions = {
+    documentSelector: [
+      { scheme: 'file', language: 'python' },
+      { scheme: 'untitled', language: 'python' },
+    ],
+    // Read when the client starts, so a restart after the trust grant says `trusted: true`.
+    initializationOptions: () => ({ trusted: settings.trusted() }),
+    middleware: settings.middleware,
+    // The server's stderr (its log) and the protocol trace go to the trnlens log channel.
+    outputChannel: settings.log,
+    traceOutputChannel: settings.log,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
+  };
+  const client = new LanguageClient(
+    'trnlens',
+    'trnlens',
+    {
+      command: spec.command,
+      args: spec.args,
+      transport: TransportKind.stdio,
+      options: { cwd: settings.cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
+    },
+    options,
+  );
+  return {
+    start: () => client.start(),
+    stop: (timeout?: number) => client.stop(timeout),
+    sendRequest: <R>(method: string, params: unknown) => client.sendRequest<R>(method, params),
+    sendNotification: (method: string, params: unknown) => client.sendNotification(method, params),
+    get initializeResult() {
+      return client.initializeResult;
+    },
+    onDidChangeState: (listener) => client.onDidChangeState(listener),
+  };
+}

@@ -1,0 +1,71 @@
+// Where the extension steps between VS Code and the server (vscode-languageclient middleware):
+// trust on lenses and commands, settings as the server should see them, run progress for the
+// status bar, and external URLs through asExternalUri.
+import type { Middleware } from 'vscode-languageclient/node';
+import type { ProgressValue, RunTracker } from './runstate';
+import { runsCode, UntrustedError, visibleLenses } from './trust';
+import { SECTION } from './configuration';
+
+export interface MiddlewareDeps {
+  isTrusted(): boolean;
+  /** The `trnlens` section for the server (see configuration.serverSection). */
+  section(scopeUri?: string): Record<string, unknown>;
+  runs: RunTracker;
+  /** Opens an external URL from `window/showDocument`; true when it was opened. */
+  openExternal(url: string): Promise<boolean>;
+  /** Tells the user a command was refused because the workspace is untrusted. */
+  refuseUntrusted(): void;
+}
+
+const NEVER_CANCELLED = {
+  isCancellationRequested: false,
+  onCancellationRequested: () => ({ dispose: () => undefined }),
+};
+
+export function middleware(deps: MiddlewareDeps): Middleware {
+  return {
+    async provideCodeLenses(document, token, next) {
+      const lenses = await next(document, token);
+      return visibleLenses(lenses ?? undefined, deps.isTrusted());
+    },
+
+    executeCommand(command, args, next) {
+      // A lens click or any executeCommand of a server command lands here.
+      if (runsCode(command) && !deps.isTrusted()) {
+        deps.refuseUntrusted();
+        return Promise.reject(new UntrustedError());
+      }
+      return next(command, args);
+    },
+
+    handleWorkDoneProgress(token, params, next) {
+      deps.runs.handle(token, params as ProgressValue);
+      next(token, params);
+    },
+
+    workspace: {
+      async configuration(params, token, next) {
+        const ours = params.items.map((item) => item.section === SECTION);
+        // Other sections (if the server ever asks) keep VS Code's own answer.
+        const theirs = ours.every(Boolean) ? [] : await next(params, token);
+        if (theirs instanceof Error) {
+          return theirs;
+        }
+        return params.items.map((item, index) =>
+          ours[index] ? deps.section(item.scopeUri) : (theirs as unknown[])[index],
+        );
+      },
+    },
+
+    window: {
+      async showDocument(params, next) {
+        if (params.external && /^https?:/i.test(params.uri)) {
+          return { success: await deps.openExternal(params.uri) };
+        }
+        // vscode-languageclient's own handler (it opens files in an editor) takes no token.
+        const result = await next(params, NEVER_CANCELLED);
+        return result instanceof Error ? { success: false } : result;
+      },
+    },
+  };
+}

@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { middleware, type MiddlewareDeps } from '../../src/middleware';
+import { RunTracker } from '../../src/runstate';
+import { UntrustedError } from '../../src/trust';
+
+function deps(trusted: boolean) {
+  const record = { refused: 0, opened: [] as string[] };
+  const value: MiddlewareDeps = {
+    isTrusted: () => trusted,
+    section: (scopeUri) => ({ steps: 7, scope: scopeUri }),
+    runs: new RunTracker(),
+    openExternal: async (url) => (record.opened.push(url), true),
+    refuseUntrusted: () => void record.refused++,
+  };
+  return { value, record };
+}
+
+const lens = (command: string) => ({ range: {}, command: { command, title: command } });
+const token = {} as never;
+const document = {} as never;
+
+describe('middleware', () => {
+  it('hides the lenses that would run code in an untrusted workspace', async () => {
+    const lenses = [lens('trnlens.server.profile'), lens('trnlens.server.cancel'), { range: {} }];
+    const next = async () => lenses as never;
+    const trusted = await middleware(deps(true).value).provideCodeLenses!(document, token, next);
+    assert.equal((trusted as unknown[]).length, 3);
+    const untrusted = await middleware(deps(false).value).provideCodeLenses!(document, token, next);
+    assert.deepEqual(
+      (untrusted as Array<{ command?: { command: string } }>).map((l) => l.command?.command),
+      ['trnlens.server.cancel', undefined],
+    );
+  });
+
+  it('refuses profile commands in an untrusted workspace before they reach the server', async () => {
+    const { value, record } = deps(false);
+    const sent: string[] = [];
+    const next = async (command: string) => void sent.push(command);
+    await assert.rejects(
+      Promise.resolve(middleware(value).executeCommand!('trnlens.server.profile', [{}], next)),
+      UntrustedError,
+    );
+    assert.equal(record.refused, 1);
+    await middleware(value).executeCommand!('trnlens.server.clearResults', [{}], next);
+    assert.deepEqual(sent, ['trnlens.server.clearResults']);
+    await middleware(deps(true).value).executeCommand!('trnlens.server.profile', [{}], next);
+    assert.deepEqual(sent, ['trnlens.server.clearResults', 'trnlens.server.profile']);
+  });
+
+  it('answers the trnlens section itself and leaves other sections to VS Code', async () => {
+    const configuration = middleware(deps(true).value).workspace!.configuration!;
+    const asked: unknown[] = [];
+    const next = async (params: { items: unknown[] }) => (asked.push(params), params.items.map(() => 'vscode'));
+    const ours = await configuration({ items: [{ section: 'trnlens', scopeUri: 'file:///ws' }] }, token, next as never);
+    assert.deepEqual(ours, [{ steps: 7, scope: 'file:///ws' }]);
+    assert.equal(asked.length, 0);
+    const mixed = await configuration({ items: [{ section: 'python' }, { section: 'trnlens' }] }, token, next as never);
+    assert.deepEqual(mixed, ['vscode', { steps: 7, scope: undefined }]);
+  });
+
+  it('feeds work-done progress to the run tracker and still shows it', () => {
+    const { value } = deps(true);
+    const shown: unknown[] = [];
+    middleware(value).handleWorkDoneProgress!(
+      'tok',
+      { kind: 'begin', title: 'Profile f', message: 'starting on local' },
+      (_t, params) => void shown.push(params),
+    );
+    assert.equal(value.runs.current().run?.qualname, 'f');
+    assert.equal(shown.length, 1);
+  });
+
+  it('opens external web URLs itself and leaves files to the client', async () => {
+    const { value, record } = deps(true);
+    const show = middleware(value).window!.showDocument!;
+    const handled: string[] = [];
+    const next = async (params: { uri: string }) => (handled.push(params.uri), { success: true });
+    assert.deepEqual(await show({ uri: 'http://localhost:3001/', external: true }, next as never), { success: true });
+    await show({ uri: 'file:///ws/.trnlens/report.html' }, next as never);
+    assert.deepEqual(record.opened, ['http://localhost:3001/']);
+    assert.deepEqual(handled, ['file:///ws/.trnlens/report.html']);
+  });
+});
