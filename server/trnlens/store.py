@@ -211,6 +211,80 @@ class Store:
         found = self.runs(path, qualname, limit=1)
         return found[0] if found else None
 
+    # -- history and watching (read-only queries, plus adopting a synced run)
+    def source_hashes(self, identities: list[tuple[str, str]]) -> list[str]:
+        """Distinct source hashes measured for these (path, qualname) identities."""
+        found: set[str] = set()
+        for path, qualname in identities:
+            rows = self._db.execute(
+                "SELECT DISTINCT source_hash FROM runs WHERE path = ? AND qualname = ?"
+                " AND source_hash IS NOT NULL",
+                (path, qualname),
+            )
+            found.update(r[0] for r in rows)
+        return sorted(found)
+
+    def identities_with_hashes(self, hashes: list[str]) -> list[tuple[str, str]]:
+        """(path, qualname) of every identity with a run of one of these source hashes."""
+        if not hashes:
+            return []
+        marks = ", ".join("?" for _ in hashes)
+        rows = self._db.execute(
+            f"SELECT DISTINCT path, qualname FROM runs WHERE source_hash IN ({marks})"
+            " ORDER BY path, qualname",
+            hashes,
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def identities(self, path: str | None = None) -> list[tuple[str, str]]:
+        """(path, qualname) of every function with runs (of one file, with ``path``)."""
+        if path is None:
+            rows = self._db.execute("SELECT DISTINCT path, qualname FROM runs")
+        else:
+            rows = self._db.execute(
+                "SELECT DISTINCT path, qualname FROM runs WHERE path = ?", (path,)
+            )
+        return sorted((r[0], r[1]) for r in rows)
+
+    def find_run_id(self, prefix: str) -> list[str]:
+        """Run ids starting with ``prefix`` (at most two: enough to tell it is ambiguous)."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._db.execute(
+            "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' ORDER BY run_id LIMIT 2",
+            (escaped + "%",),
+        )
+        return [r[0] for r in rows]
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits to the database (PRAGMA data_version)."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def rows_after(self, rowid: int) -> list[tuple[int, str, str, str]]:
+        """(rowid, run_id, path, qualname) of rows inserted after ``rowid``, oldest first."""
+        rows = self._db.execute(
+            "SELECT rowid, run_id, path, qualname FROM runs WHERE rowid > ? ORDER BY rowid",
+            (rowid,),
+        )
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def last_rowid(self) -> int:
+        return int(self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM runs").fetchone()[0])
+
+    def adopt(self, run_id: str) -> bool:
+        """Records ``artifacts/<run_id>/result.json`` written by another process without a row
+        (a sync from another host); True when a row was added."""
+        if self.get(run_id) is not None:
+            return False
+        try:
+            text = (self.artifacts / run_id / "result.json").read_text("utf-8")
+            result = results.check(json.loads(text))
+        except (OSError, ValueError):
+            return False
+        if result.get("run_id") != run_id:
+            return False
+        self._insert(result, None)
+        return self.get(run_id) is not None
+
     def artifact_path(self, run_id: str, relative: str) -> Path:
         path = (self.artifacts / run_id / relative).resolve()
         if not path.is_relative_to((self.artifacts / run_id).resolve()):
