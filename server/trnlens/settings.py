@@ -40,6 +40,9 @@ DEFAULTS: dict[str, Any] = {
     "rules.select": [],
     "rules.ignore": [],
     "timeoutSeconds": 600,
+    "regressionThreshold": 0.1,
+    "baselineRef": "",
+    "watch.enabled": True,
 }
 BACKENDS = ("auto", "cpu", "cuda", "neuron")
 MODES = ("inference", "training")
@@ -85,6 +88,9 @@ class Settings:
     rules_select: tuple[str, ...] = ()
     rules_ignore: tuple[str, ...] = ()
     timeout_seconds: float = 600
+    regression_threshold: float = 0.1  # slowdown (share) from which a change can be a regression
+    baseline_ref: str = ""  # "" = the previous comparable run, else runs at this git ref
+    watch_enabled: bool = True
     origins: dict[str, str] = field(default_factory=dict)  # key -> the layer that set it
     refused: dict[str, str] = field(default_factory=dict)  # key or target -> why it was dropped
 
@@ -196,6 +202,9 @@ def resolve(layers: list[Layer], trusted: bool = True) -> Settings:
         rules_select=tuple(_strings(merged, "rules.select", origins)),
         rules_ignore=tuple(_strings(merged, "rules.ignore", origins)),
         timeout_seconds=float(_check(merged, "timeoutSeconds", (int, float), origins)),
+        regression_threshold=_non_negative(merged, "regressionThreshold", origins),
+        baseline_ref=_check(merged, "baselineRef", str, origins).strip(),
+        watch_enabled=_check(merged, "watch.enabled", bool, origins),
         origins=origins,
         refused=refused,
     )
@@ -229,6 +238,13 @@ def _share(merged: dict, key: str, origins: dict[str, str]) -> float:
     value = float(_check(merged, key, (int, float), origins))
     if not 0 <= value <= 1:
         raise SettingsError(f"{_where(key, origins)} is a share between 0 and 1, got {value}")
+    return value
+
+
+def _non_negative(merged: dict, key: str, origins: dict[str, str]) -> float:
+    value = float(_check(merged, key, (int, float), origins))
+    if value < 0:
+        raise SettingsError(f"{_where(key, origins)} must be at least 0, got {value}")
     return value
 
 
