@@ -3,7 +3,8 @@
 Shown only in files that import torch. After a run the lens reads the run's headline
 (``▶ Profile · 105 ms CPU (ops) · 106 ms CPU · 6 dispatches · 2 min ago``); ``stale`` when the
 function's source has changed since; the job's state while it is queued or running (clicking then
-cancels it).
+cancels it). With history, the change against the baseline follows the figures
+(``−42% vs previous``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from lsprotocol import types
 
 from trnlens.lsp import format
 from trnlens.lsp.documents import ProfiledDocument
+from trnlens.results import Result
 from trnlens.settings import LOCAL
 
 PROFILE = "trnlens.server.profile"
@@ -21,9 +23,13 @@ CANCEL = "trnlens.server.cancel"
 
 # (uri, qualname) -> "running: measuring" / "queued (#2)", or None when no job is pending.
 JobState = Callable[[str, str], str | None]
+# (document, placed run) -> "−42% vs previous" (history, see lsp/watching.py), or None.
+HistoryLabel = Callable[[ProfiledDocument, Result], str | None]
 
 
-def code_lenses(doc: ProfiledDocument, target: str, job_state: JobState) -> list[types.CodeLens]:
+def code_lenses(
+    doc: ProfiledDocument, target: str, job_state: JobState, history: HistoryLabel | None = None
+) -> list[types.CodeLens]:
     analysis = doc.analysis()
     if analysis is None or not analysis.imports_torch:
         return []
@@ -43,13 +49,17 @@ def code_lenses(doc: ProfiledDocument, target: str, job_state: JobState) -> list
             if target != LOCAL:
                 arguments["target"] = target
             command = types.Command(
-                title=_title(doc, symbol.qualname, target), command=PROFILE, arguments=[arguments]
+                title=_title(doc, symbol.qualname, target, history),
+                command=PROFILE,
+                arguments=[arguments],
             )
         lenses.append(types.CodeLens(types.Range(position, position), command))
     return lenses
 
 
-def _title(doc: ProfiledDocument, qualname: str, target: str) -> str:
+def _title(
+    doc: ProfiledDocument, qualname: str, target: str, history: HistoryLabel | None = None
+) -> str:
     title = "▶ Profile" if target == LOCAL else f"▶ Profile on {target}"
     placement = doc.placements.get(qualname)
     if placement is None:
@@ -62,6 +72,9 @@ def _title(doc: ProfiledDocument, qualname: str, target: str) -> str:
         parts.append(format.failure(result.error))
     else:
         parts.append(format.headline(result))
+        label = history(doc, result) if history is not None else None
+        if label:
+            parts.append(label)
     parts.append(format.age(result.data["created_at"]))
     if result.data.get("target") not in (None, target):
         parts.append(f"on {result.data['target']}")

@@ -8,6 +8,7 @@ others down.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import logging
@@ -24,6 +25,7 @@ from trnlens.lsp import commands, diagnostics, hints, hovers, lenses
 from trnlens.lsp.config import Config
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.runs import Runs
+from trnlens.lsp.watching import install as install_watching
 from trnlens.results import Result, SchemaMismatch
 from trnlens.store import Store
 
@@ -208,6 +210,7 @@ def _guard(default: Any) -> Callable[[F], F]:
 
 def create_server() -> TrnlensServer:
     server = TrnlensServer()
+    watching = install_watching(server)  # disk, history, regressions
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: TrnlensServer, params: types.InitializeParams) -> None:
@@ -217,6 +220,7 @@ def create_server() -> TrnlensServer:
     async def initialized(ls: TrnlensServer, params: types.InitializedParams) -> None:
         await ls.fetch_configuration()
         ls.refresh_all()
+        watching.start(asyncio.get_running_loop())
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -235,6 +239,7 @@ def create_server() -> TrnlensServer:
         doc = ls.open_document(params.text_document.uri, params.text_document.text)
         if doc is not None:
             ls.report_settings_problems()
+            watching.watch(doc.root)
             ls.publish(doc.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -262,7 +267,7 @@ def create_server() -> TrnlensServer:
         if doc is None:
             return []
         target = ls.config.settings_for(doc.root).target
-        return lenses.code_lenses(doc, target, ls.runs.job_state)
+        return lenses.code_lenses(doc, target, ls.runs.job_state, watching.lens_label)
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     @_guard([])
@@ -287,6 +292,7 @@ def create_server() -> TrnlensServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: TrnlensServer, params: None) -> None:
+        watching.stop()
         await ls.runs.close()
         for store in ls._stores.values():
             store.close()

@@ -1,0 +1,417 @@
+"""Keeping what the editor shows true to the disk and to time: watching, history, regressions.
+
+- One :class:`~trnlens.watch.WorkspaceWatcher` per project root (``trnlens.watch.enabled``).
+  Python files changed on disk that are **not open** are re-analysed in the watcher's thread
+  (``trnlens.analysis.analyse_source``, with ``trnlens.rules.select``/``ignore``) and their
+  diagnostics published; a closed file that goes away has its diagnostics cleared (an opened
+  file's diagnostics are the providers' again, from the buffer). Open documents follow the
+  buffer, never the disk. The runs of a changed closed file are re-checked against its source
+  hashes and the client hears ``trnlens/staleChanged`` ``{uri, path, stale, fresh}`` when that
+  set changes.
+- Runs stored by another process (a CLI run, a sync) are picked up: new store rows (and
+  ``artifacts/<run-id>/result.json`` without a row, which is adopted) are placed on open documents,
+  then lenses and hints are refreshed and diagnostics republished, without a restart.
+- History on the lens: ``−42% vs previous`` (or ``vs REF`` with ``trnlens.baselineRef``), and a
+  Warning ``regression`` diagnostic on the ``def`` line when the slowdown exceeds both
+  ``trnlens.regressionThreshold`` and the two runs' measured spread (:mod:`trnlens.history`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from trnlens import history
+from trnlens.agent import sources
+from trnlens.lsp import format
+from trnlens.lsp.documents import ProfiledDocument
+from trnlens.results import Result, SchemaMismatch
+from trnlens.settings import Settings
+from trnlens.watch import Batch, WorkspaceWatcher
+
+if TYPE_CHECKING:
+    from trnlens.lsp.server import TrnlensServer
+
+log = logging.getLogger(__name__)
+
+STALE_CHANGED = "trnlens/staleChanged"
+HISTORY_COMMAND = "trnlens.server.history"
+MAX_FILE_BYTES = 2_000_000  # larger "Python" files (generated data) are not analysed
+
+
+def file_hashes(text: str) -> dict[str, str]:
+    """qualname -> source hash of every definition in ``text`` (empty when it does not parse)."""
+    try:
+        tree = sources.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    found = {}
+    for qualname, node, in_class in sources.iter_definitions(tree):
+        definition = sources._definition(qualname, node, in_class)
+        found[qualname] = sources.source_hash(text, definition)
+    return found
+
+
+def analysis_diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
+    """Static analysis of a closed file (pure: runs in the watcher's thread)."""
+    from trnlens.analysis import analyse_source
+
+    found = []
+    findings = analyse_source(
+        doc.text, str(doc.path), settings.rules_select or None, settings.rules_ignore or None
+    )
+    for finding in findings:
+        r = finding.lsp_range()
+        found.append(
+            types.Diagnostic(
+                range=types.Range(
+                    types.Position(r["start"]["line"], r["start"]["character"]),
+                    types.Position(r["end"]["line"], r["end"]["character"]),
+                ),
+                message=finding.message,
+                severity=types.DiagnosticSeverity.Error
+                if finding.severity == "error"
+                else types.DiagnosticSeverity.Warning,
+                source="trnlens",
+                code=finding.code,
+            )
+        )
+    return found
+
+
+class Watching:
+    def __init__(self, server: TrnlensServer):
+        self.server = server
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.watchers: dict[Path, WorkspaceWatcher] = {}
+        self.closed: set[str] = set()  # closed files' uris with diagnostics published by us
+        self.stale: dict[str, frozenset[str]] = {}  # closed file uri -> its stale qualnames
+        self.cursors: dict[Path, int] = {}  # root -> last store rowid seen
+        self._changes: dict[tuple, history.Change | None] = {}
+
+    # -- life cycle
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        for root in self.server.roots():
+            self.watch(root)
+
+    def watch(self, root: Path) -> None:
+        if self.loop is None or root in self.watchers:
+            return
+        if not self.server.config.settings_for(root).watch_enabled or not root.is_dir():
+            return
+        store = self.server.store(root)
+        self.cursors[root] = store.last_rowid() if store else 0
+        try:
+            self.watchers[root] = WorkspaceWatcher(root, lambda b: self._from_thread(root, b))
+            self.watchers[root].start()
+        except Exception:
+            log.exception("cannot watch %s", root)
+            self.watchers.pop(root, None)
+
+    def stop(self) -> None:
+        for watcher in self.watchers.values():
+            watcher.stop()
+        self.watchers.clear()
+
+    # -- the watcher's thread: read and analyse closed files
+    def _from_thread(self, root: Path, batch: Batch) -> None:
+        if self.loop is None or self.loop.is_closed():
+            return
+        paths = list(batch.changed)
+        if batch.rescan:
+            paths.extend(self.watchers[root].walk(since=batch.since) if root in self.watchers
+                         else [])  # fmt: skip
+        settings = self.server.config.settings_for(root)
+        for path in paths:
+            prepared = self._prepare(root, path, settings)
+            if prepared is not None:
+                self.loop.call_soon_threadsafe(self._apply_file, root, *prepared)
+        self.loop.call_soon_threadsafe(self._apply_batch, root, batch)
+
+    def _prepare(self, root: Path, path: Path, settings: Settings):
+        uri = from_fs_path(str(path))
+        if uri is None or uri in self.server.documents:
+            return None  # open: the buffer wins
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                return None
+            text = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        doc = ProfiledDocument(uri, path, root, text, 0)
+        try:
+            found = analysis_diagnostics(doc, settings)
+        except Exception:
+            log.exception("analysis of %s failed", path)
+            found = []
+        return uri, doc.relpath, found, file_hashes(text)
+
+    # -- the server's loop: publish, stale, new runs
+    def _apply_file(self, root: Path, uri: str, relpath: str, found: list, hashes: dict) -> None:
+        if uri in self.server.documents:
+            return  # opened meanwhile
+        if found or uri in self.closed:
+            self.server.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=found)
+            )
+        if found:
+            self.closed.add(uri)
+        else:
+            self.closed.discard(uri)
+        self._recheck(root, uri, relpath, hashes)
+
+    def _recheck(self, root: Path, uri: str, relpath: str, hashes: dict[str, str] | None) -> None:
+        """Compares the file's runs with its current source (None: the file is gone)."""
+        store = self.server.store(root)
+        if store is None:
+            return
+        identities = [q for p, q in store.identities(relpath)]
+        if not identities and uri not in self.stale:
+            return
+        stale, fresh = set(), set()
+        for qualname in identities:
+            latest = store.latest(relpath, qualname)
+            measured = (latest or {}).get("function", {}).get("source_hash")
+            if hashes is None or hashes.get(qualname) != measured:
+                stale.add(qualname)
+            else:
+                fresh.add(qualname)
+        before = self.stale.get(uri)
+        self.stale[uri] = frozenset(stale)
+        if before != self.stale[uri]:
+            self.server.protocol.notify(
+                STALE_CHANGED,
+                {"uri": uri, "path": relpath, "stale": sorted(stale), "fresh": sorted(fresh)},
+            )
+
+    def _apply_batch(self, root: Path, batch: Batch) -> None:
+        try:
+            self._apply_deleted(root, batch.deleted)
+            if batch.results or batch.store_changed:
+                self.pick_up_runs(root, batch.results)
+        except Exception:
+            log.exception("applying a watch batch on %s failed", root)
+
+    def _apply_deleted(self, root: Path, deleted: set[Path]) -> None:
+        if not deleted:
+            return
+        gone = [str(p) for p in deleted]
+        for uri in list(self.closed | set(self.stale)):
+            if uri in self.server.documents:
+                continue
+            path = self.server.path_of(uri)
+            text = str(path)
+            if not any(text == g or text.startswith(g.rstrip("/") + "/") for g in gone):
+                continue
+            if path.exists():
+                continue  # came back (a rename onto itself, a checkout)
+            if uri in self.closed:
+                self.closed.discard(uri)
+                self.server.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+                )
+        for g in gone:
+            path = Path(g)
+            if path.name.endswith((".py", ".pyi")) and not path.exists():
+                uri = from_fs_path(g)
+                if uri and uri not in self.server.documents:
+                    self._recheck(root, uri, self.server.root_and_relpath(path)[1], None)
+
+    def pick_up_runs(self, root: Path, run_ids: frozenset[str] | set[str] = frozenset()) -> int:
+        """Places runs stored since we last looked (by any process) on open documents."""
+        store = self.server.store(root)
+        if store is None:
+            return 0
+        for run_id in sorted(run_ids):
+            store.adopt(run_id)
+        rows = store.rows_after(self.cursors.get(root, 0))
+        if not rows:
+            return 0
+        self.cursors[root] = rows[-1][0]
+        self._changes.clear()  # baselines may have changed
+        touched = set()
+        newest = {(path, qualname) for _, _, path, qualname in rows}
+        for doc in list(self.server.documents.values()):
+            if doc.root.resolve() != root.resolve():
+                continue
+            for path, qualname in newest:
+                if path != doc.relpath or self.server.runs.job_state(doc.uri, qualname):
+                    continue  # another file, or our own run still being placed by its job
+                found = store.latest(path, qualname)
+                placed = doc.placements.get(qualname)
+                if found is None or (placed and placed.result.run_id == found["run_id"]):
+                    continue
+                try:
+                    doc.place(Result.parse(found))
+                except SchemaMismatch as exc:
+                    log.warning("ignoring run %s: %s", found.get("run_id"), exc)
+                    continue
+                touched.add(doc.uri)
+        if touched:
+            self.server.refresh_lenses()
+            self.server.refresh_hints()
+            for uri in touched:
+                self.server.publish(uri, force=True)
+        return len(rows)
+
+    # -- history on lenses and diagnostics
+    def change_for(self, doc: ProfiledDocument, result: Result) -> history.Change | None:
+        settings = self.server.config.settings_for(doc.root)
+        key = (result.run_id, settings.baseline_ref, settings.regression_threshold)
+        if key in self._changes:
+            return self._changes[key]
+        found = None
+        store = self.server.store(doc.root)
+        if store is not None and not result.error:
+            fn = result.data["function"]
+            line = history.lineage(store, doc.root, fn["path"], fn["qualname"],
+                                   current_hash=fn.get("source_hash"))  # fmt: skip
+            runs = history.history(store, line)
+            ref = settings.baseline_ref or None
+            base = history.baseline(runs, result.data, ref, doc.root)
+            if base is not None:
+                found = history.change(base, result.data, settings.regression_threshold)
+        if len(self._changes) > 2000:
+            self._changes.clear()
+        self._changes[key] = found
+        return found
+
+    def lens_label(self, doc: ProfiledDocument, result: Result) -> str | None:
+        """``−42% vs previous`` (``vs main`` against a baseline ref); None without a baseline."""
+        try:
+            found = self.change_for(doc, result)
+        except Exception:
+            log.exception("history of %s failed", result.identity)
+            return None
+        if found is None:
+            return None
+        ref = self.server.config.settings_for(doc.root).baseline_ref
+        label = f"{history.percent(found.ratio)} vs {ref or 'previous'}"
+        if found.regression:
+            label += " (regression)"
+        elif found.spread_known and found.within_noise:
+            label += " (within noise)"
+        return label
+
+    def regressions(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
+        """Warning on the def line of each placed run that regressed against its baseline."""
+        analysis = doc.analysis()
+        if analysis is None:
+            return []
+        found = []
+        for qualname, placement in doc.placements.items():
+            change = self.change_for(doc, placement.result)
+            symbol = analysis.symbols.get(qualname)
+            if change is None or not change.regression or symbol is None:
+                continue
+            line = analysis.def_line_now(symbol)
+            if line is None:
+                continue
+            ref = settings.baseline_ref
+            against = f"the run at {ref}" if ref else "the previous comparable run"
+            basis = "median" if change.run_figure.basis == "timing" else "device time"
+            message = (
+                f"{qualname} is {history.percent(change.ratio)} slower than {against}: "
+                f"{basis} {format.duration(change.base_figure.median_us)} → "
+                f"{format.duration(change.run_figure.median_us)}, beyond the "
+                f"{100 * settings.regression_threshold:g}% threshold and the runs' spread "
+                f"({format.duration(change.spread_us)})"
+                f"\nbaseline {change.base['run_id']} ({format.age(change.base['created_at'])})"
+            )
+            if doc.is_stale(placement):
+                message += "\n(stale: the function changed since this run)"
+            column = symbol.def_column
+            found.append(
+                types.Diagnostic(
+                    range=types.Range(
+                        types.Position(line, column), types.Position(line, column + 3)
+                    ),
+                    message=message,
+                    severity=types.DiagnosticSeverity.Warning,
+                    source="trnlens",
+                    code="regression",
+                )
+            )
+        return found
+
+    def history_command(self, argument: Any) -> dict:
+        """``trnlens.server.history {uri, qualname}``: the function's runs (renames included),
+        each with its change against the previous comparable run; and whether it is stale."""
+        argument = argument if isinstance(argument, dict) else {}
+        uri, qualname = argument.get("uri"), argument.get("qualname")
+        if not isinstance(uri, str) or not isinstance(qualname, str):
+            from trnlens.lsp.commands import CommandError
+
+            raise CommandError("trnlens.server.history takes {uri, qualname}")
+        path = self.server.path_of(uri)
+        doc = self.server.documents.get(uri)
+        root, relpath = (doc.root, doc.relpath) if doc else self.server.root_and_relpath(path)
+        if doc is not None and doc.analysis() is not None:
+            current = doc.analysis().source_hash(qualname)
+        else:
+            try:
+                current = file_hashes(path.read_text("utf-8")).get(qualname)
+            except (OSError, UnicodeDecodeError):
+                current = None
+        answer: dict[str, Any] = {
+            "identity": f"{relpath}::{qualname}",
+            "aliases": [],
+            "runs": [],
+            "stale": None,
+            "watching": root.resolve() in {r.resolve() for r in self.watchers},
+        }
+        store = self.server.store(root)
+        if store is None:
+            return answer
+        line = history.lineage(store, root, relpath, qualname, current_hash=current)
+        runs = history.history(store, line)
+        settings = self.server.config.settings_for(root)
+        for run in runs:
+            base = history.previous_comparable(runs, run)
+            change = history.change(base, run, settings.regression_threshold) if base else None
+            fn = run["function"]
+            answer["runs"].append(
+                {
+                    "run_id": run["run_id"],
+                    "created_at": run.get("created_at"),
+                    "identity": f"{fn['path']}::{fn['qualname']}",
+                    "git_commit": run.get("git_commit"),
+                    "target": run.get("target"),
+                    "backend": run.get("backend"),
+                    "mode": run.get("mode"),
+                    "median_us": (run.get("timing") or {}).get("median_us"),
+                    "error": (run.get("error") or {}).get("kind"),
+                    "source_hash": fn.get("source_hash"),
+                    "change": change.to_json() if change else None,
+                }
+            )
+        answer["aliases"] = [f"{p}::{q}" for p, q in line.aliases]
+        if runs:
+            answer["stale"] = current is None or runs[0]["function"].get("source_hash") != current
+        return answer
+
+
+def install(server: TrnlensServer) -> Watching:
+    """Wires watching and history into the server (called once from ``create_server``)."""
+    watching = Watching(server)
+    server.watching = watching  # type: ignore[attr-defined]
+    server.diagnostics.register("history.regressions", watching.regressions)
+
+    @server.command(HISTORY_COMMAND)
+    async def history_command(ls: Any, *args: Any) -> dict:  # pygls reads these hints
+        try:
+            return watching.history_command(args[0] if args else None)
+        except Exception as exc:
+            from trnlens.lsp.commands import CommandError
+
+            if isinstance(exc, CommandError):
+                ls.show(str(exc), types.MessageType.Error)
+            raise
+
+    return watching
