@@ -9,8 +9,9 @@ import type { ServerState } from './statusbar';
 import { runsCode, UntrustedError } from './trust';
 import type { Log } from './vscodeapi';
 
-/** vscode-languageclient's State.Stopped. */
+/** vscode-languageclient's State values. */
 const STOPPED = 1;
+const RUNNING = 2;
 
 export interface ServerSpec {
   command: string;
@@ -69,6 +70,8 @@ export function serverSpec(python: string, logLevel: string): ServerSpec {
 
 export class ServerManager {
   private client: ClientLike | undefined;
+  /** The client started last: vscode-languageclient may bring it up after its start() failed. */
+  private latest: ClientLike | undefined;
   private problem: string | undefined = 'the trnlens server has not started yet';
   private stopping = false;
   private queue: Promise<void> = Promise.resolve();
@@ -169,16 +172,8 @@ export class ServerManager {
     const spec = serverSpec(interpreter.command, this.deps.logLevel());
     this.deps.log.info(`starting: ${spec.command} ${spec.args.join(' ')}`);
     const client = this.deps.createClient(spec);
-    client.onDidChangeState((event) => {
-      // vscode-languageclient restarts a crashed server a few times, then gives up: only a stop
-      // we did not ask for means the server is gone for good.
-      if (event.newState === STOPPED && !this.stopping && this.client === client) {
-        this.client = undefined;
-        this.problem = 'the trnlens server stopped (see the trnlens log)';
-        this.deps.onServerGone();
-        this.deps.onState('stopped', this.problem);
-      }
-    });
+    this.latest = client;
+    client.onDidChangeState((event) => this.clientStateChanged(client, event.newState));
     try {
       await client.start();
     } catch (error) {
@@ -192,8 +187,29 @@ export class ServerManager {
     this.deps.onState('running');
   }
 
+  private clientStateChanged(client: ClientLike, state: number): void {
+    if (client !== this.latest || this.stopping) {
+      return;
+    }
+    if (state === RUNNING && this.client === undefined) {
+      // vscode-languageclient restarts a server that dies, also one whose first start failed
+      // (seen when the package was being reinstalled): take it back.
+      this.client = client;
+      this.problem = undefined;
+      this.deps.log.info('the server is running again');
+      this.deps.onState('running');
+    } else if (state === STOPPED && this.client === client) {
+      // It gives up after a few crashes: only a stop we did not ask for means gone for good.
+      this.client = undefined;
+      this.problem = 'the trnlens server stopped (see the trnlens log)';
+      this.deps.onServerGone();
+      this.deps.onState('stopped', this.problem);
+    }
+  }
+
   private async doStop(): Promise<void> {
-    const client = this.client;
+    const client = this.client ?? this.latest;
+    this.latest = undefined;
     if (client === undefined) {
       return;
     }

@@ -27,6 +27,9 @@ export const SERVER = {
   clearResults: 'trnlens.server.clearResults',
 } as const;
 
+/** Commands whose server side shows its own errors (refusals and failed runs). */
+const SERVER_SHOWS_ERRORS = new Set<string>([COMMANDS.profileFunction, COMMANDS.profile, COMMANDS.compare]);
+
 export interface CommandDeps {
   server: Pick<ServerManager, 'executeCommand' | 'request' | 'supports' | 'restart'>;
   log: api.Log;
@@ -68,9 +71,9 @@ async function reportingErrors(deps: CommandDeps, id: string, handler: () => Pro
     deps.log.error(`${id}: ${describe(error)}`);
     if (error instanceof UntrustedError) {
       void api.showWarningMessage(error.message);
-    } else if (!(isResponseError(error) && id.startsWith('trnlens.profile'))) {
-      // The server tells the user itself why it refused a profile (window/showMessage); other
-      // failures are ours to report.
+    } else if (!(isResponseError(error) && SERVER_SHOWS_ERRORS.has(id))) {
+      // The server tells the user itself why a run was refused or failed (window/showMessage);
+      // other failures are ours to report.
       void api.showErrorMessage(`trnlens: ${describe(error)}`, 'Show Log').then((choice) => {
         if (choice === 'Show Log') {
           deps.log.show();
@@ -128,6 +131,7 @@ async function profile(deps: CommandDeps, chosen: Profilable): Promise<void> {
 export async function compare(deps: CommandDeps): Promise<void> {
   const chosen = await functionForCommand(deps, 'Compare the variants of which function?');
   if (chosen !== undefined) {
+    // Answered when the comparison is over; the server shows its summary and updates the lens.
     await deps.server.executeCommand(SERVER.compare, chosen.arguments);
   }
 }

@@ -3,7 +3,6 @@
 import {
   LanguageClient,
   RevealOutputChannelOn,
-  TransportKind,
   type LanguageClientOptions,
   type Middleware,
 } from 'vscode-languageclient/node';
@@ -37,7 +36,8 @@ export function createLanguageClient(spec: ServerSpec, settings: ClientSettings)
     {
       command: spec.command,
       args: spec.args,
-      transport: TransportKind.stdio,
+      // No `transport`: TransportKind.stdio would append `--stdio`, which `trnlens serve`
+      // does not take (stdio is its default).
       options: { cwd: settings.cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
     },
     options,

@@ -1,6 +1,6 @@
 // The state of profile runs, read from the server's work-done progress.
 //
-// The server reports a run as: begin (title `Profile <qualname>`, message `queued behind ...` or
+// The server reports a run as: begin (title `Profile <qualname>` or `Compare <qualname>`, message `queued behind ...` or
 // `starting on <target>`), reports whose message starts with the agent's phase (`measuring 5
 // profiled steps`), and end (`<qualname>: <figures>`, `<qualname> raised: ...`, `failed: ...` or
 // `cancelled`). LSP progress carries text only, so the state is read from those words; anything
@@ -34,7 +34,8 @@ export type ProgressValue =
   | { kind: 'report'; message?: string }
   | { kind: 'end'; message?: string };
 
-const TITLE_PREFIX = 'Profile ';
+// `Profile f` for a profile, `Compare f` for a comparison of its variants (same phases).
+const TITLE = /^(?:Profile|Compare) (.+)$/;
 
 export class RunTracker {
   private readonly runs = new Map<string, RunState>();
@@ -49,13 +50,14 @@ export class RunTracker {
   handle(token: string | number, value: ProgressValue): void {
     const key = String(token);
     if (value.kind === 'begin') {
-      if (!value.title.startsWith(TITLE_PREFIX)) {
+      const title = TITLE.exec(value.title);
+      if (title === null) {
         return;
       }
       const message = value.message ?? '';
       this.runs.set(key, {
         token: key,
-        qualname: value.title.slice(TITLE_PREFIX.length),
+        qualname: title[1],
         state: message.startsWith('queued') ? 'queued' : 'starting',
         message,
         ended: false,

@@ -37,6 +37,9 @@ class FakeClient implements ClientLike {
   crash() {
     this.listeners.forEach((listener) => listener({ oldState: 2, newState: 1 }));
   }
+  recover() {
+    this.listeners.forEach((listener) => listener({ oldState: 3, newState: 2 }));
+  }
 }
 
 function setup(options: { probe?: Probe; trusted?: boolean; failStart?: boolean } = {}) {
@@ -92,6 +95,29 @@ describe('ServerManager', () => {
     await manager.start();
     assert.deepEqual(states, ['starting', 'unavailable']);
     assert.ok(!manager.running);
+  });
+
+  it('takes back a server that vscode-languageclient brought up after a failed start', async () => {
+    const { manager, clients, states } = setup({ failStart: true });
+    await manager.start();
+    assert.ok(!manager.running);
+    clients[0].recover();
+    assert.ok(manager.running);
+    assert.equal(states[states.length - 1], 'running');
+    await manager.executeCommand('trnlens.server.selectTarget', {});
+    assert.equal(clients[0].requests.length, 1);
+    await manager.restart();
+    assert.equal(clients[0].stopped, 1, 'the adopted client is the one stopped');
+  });
+
+  it('stops a client whose start failed, so that it does not come back beside a new one', async () => {
+    const { manager, clients } = setup({ failStart: true });
+    await manager.start();
+    await manager.restart();
+    assert.equal(clients[0].stopped, 1);
+    clients[0].recover();
+    assert.equal(clients.length, 2);
+    assert.ok(!manager.running, 'the old client is not adopted');
   });
 
   it('sends server commands with their one object argument', async () => {

@@ -52,6 +52,15 @@ describe('RunTracker', () => {
     assert.equal(runs.current().alsoPending, 0);
   });
 
+  it('follows a comparison like a profile', () => {
+    const runs = new RunTracker();
+    runs.handle('c', { kind: 'begin', title: 'Compare rmsnorm_naive', message: 'starting on local' });
+    runs.handle('c', { kind: 'report', message: 'timing up to 20 synchronised calls' });
+    assert.deepEqual([runs.current().run?.qualname, runs.current().run?.state], ['rmsnorm_naive', 'timing']);
+    runs.handle('c', { kind: 'end', message: 'compared rmsnorm_naive: original 6 dispatches, 100 ms CPU (ops)/step; fixed TRN001 1 dispatch, 2.50×' });
+    assert.equal(runs.current().run?.state, 'done');
+  });
+
   it('ignores progress that is not a profile run, and forgets runs of a gone server', () => {
     const runs = new RunTracker();
     runs.handle('x', { kind: 'begin', title: 'Indexing', message: '' });

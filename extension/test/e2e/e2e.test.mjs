@@ -1,0 +1,274 @@
+// End to end in a real VS Code: install the packaged .vsix into code-server, open a copy of the
+// repository's samples/ (with an empty .trnlens/), and use trnlens as a user would.
+//
+//   trusted:   the `▶ Profile` lenses appear; clicking the lens on rmsnorm_naive runs a real CPU
+//              profile (torch from the project's venv), after which its lens shows the figures,
+//              the measured line its inlay hint, a hotspot diagnostic its squiggle, the status
+//              bar `done`, and the store a new run; Ctrl+Alt+P on rmsnorm_fused profiles that
+//              one through the extension's own command.
+//   untrusted: the same folder with workspace trust on and the folder not trusted: the server
+//              runs and shows what it knows (the stored run's diagnostic), but no profile lens,
+//              and the keybinding starts no run.
+//
+// Environment: TRNLENS_VSIX (the package), TRNLENS_PYTHON (an interpreter with trnlens and
+// torch), TRNLENS_E2E_ARTIFACTS (screenshots; default test/e2e/artifacts).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import {
+  installExtension,
+  launchBrowser,
+  openFile,
+  profileDirs,
+  startCodeServer,
+} from './codeserver.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const extensionDir = resolve(here, '..', '..');
+const repo = resolve(extensionDir, '..');
+const VSIX = process.env.TRNLENS_VSIX ?? join(extensionDir, 'trnlens.vsix');
+const PYTHON = process.env.TRNLENS_PYTHON ?? join(repo, '.venv', 'bin', 'python');
+const ARTIFACTS = process.env.TRNLENS_E2E_ARTIFACTS ?? join(here, 'artifacts');
+const RUN_TIMEOUT = 120_000; // a first CPU profile takes 5-10 s here; leave room on a busy machine
+
+const root = mkdtempSync(join(tmpdir(), 'trnlens-e2e-'));
+const samples = join(root, 'workspace', 'samples');
+
+/** Monaco renders spaces as U+00A0; compare text as the user reads it. */
+const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+
+function storedRuns() {
+  const db = join(samples, '.trnlens', 'runs.sqlite');
+  if (!existsSync(db)) {
+    return [];
+  }
+  const out = execFileSync(PYTHON, [
+    '-c',
+    'import sqlite3, sys; print("\\n".join(r[0] for r in sqlite3.connect(sys.argv[1]).execute("select qualname from runs order by created_at")))',
+    db,
+  ]);
+  return out.toString().split('\n').filter(Boolean);
+}
+
+/** Text of the code lens right above the line that contains `lineText`, and its link. */
+async function lensAbove(page, lineText) {
+  return page.evaluate((lineText) => {
+    const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+    const line = [...document.querySelectorAll('.monaco-editor .view-line')].find((el) =>
+      plain(el.textContent).includes(lineText),
+    );
+    if (!line) {
+      return null;
+    }
+    const top = line.getBoundingClientRect().top;
+    let best = null;
+    let bestGap = Infinity;
+    for (const lens of document.querySelectorAll('.monaco-editor .codelens-decoration')) {
+      const gap = top - lens.getBoundingClientRect().bottom;
+      if (gap >= -2 && gap < bestGap) {
+        best = lens;
+        bestGap = gap;
+      }
+    }
+    if (!best || bestGap > 30) {
+      return null;
+    }
+    best.setAttribute('data-e2e-lens', lineText);
+    return plain(best.textContent);
+  }, lineText);
+}
+
+/** The rendered text of the line after the one containing `lineText` (inlay hints included). */
+async function lineAfter(page, lineText) {
+  return page.evaluate((lineText) => {
+    const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+    const lines = [...document.querySelectorAll('.monaco-editor .view-line')].sort(
+      (a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top,
+    );
+    const index = lines.findIndex((el) => plain(el.textContent).includes(lineText));
+    return index >= 0 && index + 1 < lines.length ? plain(lines[index + 1].textContent) : null;
+  }, lineText);
+}
+
+/** Hovers the mouse over `word` in the line after the one containing `lineText`, and returns
+ * the hover's text once it contains `expected`. */
+async function hoverOver(page, lineText, word, expected) {
+  const point = await page.evaluate(
+    ({ lineText, word }) => {
+      const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+      const lines = [...document.querySelectorAll('.monaco-editor .view-line')].sort(
+        (a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top,
+      );
+      const index = lines.findIndex((el) => plain(el.textContent).includes(lineText));
+      const span = [...(lines[index + 1]?.querySelectorAll('span span') ?? [])].find((el) =>
+        plain(el.textContent).includes(word),
+      );
+      if (!span) {
+        return null;
+      }
+      const box = span.getBoundingClientRect();
+      return { x: box.left + box.width / 2, y: box.top + box.height / 2 };
+    },
+    { lineText, word },
+  );
+  assert.ok(point, `no "${word}" after "${lineText}"`);
+  return waitFor(
+    `a hover saying ${expected}`,
+    async () => {
+      await page.mouse.move(point.x, point.y + 40);
+      await page.mouse.move(point.x, point.y);
+      const hover = page.locator('.monaco-hover:not(.hidden)').first();
+      await hover.waitFor({ timeout: 5000 }).catch(() => undefined);
+      const text = plain(await hover.textContent().catch(() => ''));
+      return expected.test(text) ? text : null;
+    },
+    30_000,
+  );
+}
+
+async function waitFor(what, probe, timeout) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    last = await probe();
+    if (last) {
+      return last;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`timed out waiting for ${what} (last seen: ${JSON.stringify(last)})`);
+}
+
+async function statusText(page) {
+  const items = await page.locator('.statusbar-item').allTextContents();
+  return items.map(plain).find((text) => text.includes('trnlens')) ?? '';
+}
+
+describe('trnlens in code-server', { concurrency: false }, () => {
+  let browser;
+
+  before(async () => {
+    assert.ok(existsSync(VSIX), `no package at ${VSIX}: run npm run package first`);
+    assert.ok(existsSync(PYTHON), `no interpreter at ${PYTHON}`);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    cpSync(join(repo, 'samples'), samples, {
+      recursive: true,
+      filter: (source) => !source.includes('.trnlens') && !source.includes('__pycache__'),
+    });
+    // An empty .trnlens/ marks the project root (so the store lands here) and no run yet.
+    mkdirSync(join(samples, '.trnlens'));
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    if (!process.env.TRNLENS_E2E_KEEP) {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  async function session(name, trust, body) {
+    const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...(trust ? {} : {
+      'security.workspace.trust.enabled': true,
+      'security.workspace.trust.startupPrompt': 'never',
+      'security.workspace.trust.untrustedFiles': 'open',
+    }) });
+    await installExtension(dirs, VSIX);
+    const server = await startCodeServer(dirs, { trust });
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    try {
+      await openFile(page, server.url, samples, 'rmsnorm.py');
+      await body(page);
+    } catch (error) {
+      await page.screenshot({ path: join(ARTIFACTS, `${name}-failure.png`) }).catch(() => undefined);
+      error.message += `\n(code-server profile and logs: ${join(root, name)}; set TRNLENS_E2E_KEEP=1 to keep them)`;
+      throw error;
+    } finally {
+      await page.close();
+      server.stop();
+    }
+  }
+
+  it('profiles from the lens and shows the figures, hints and diagnostics', async () => {
+    await session('trusted', true, async (page) => {
+      const first = await waitFor('the ▶ Profile lens', () => lensAbove(page, 'def rmsnorm_naive('), 60_000);
+      assert.match(first, /▶ Profile/);
+      assert.deepEqual(storedRuns(), []);
+      // Static analysis before anything ran: the naive RMSNorm is flagged.
+      const analysis = await hoverOver(page, 'def rmsnorm_naive(', 'rsqrt', /TRN001/);
+      assert.match(analysis, /rms_norm/);
+      await page.mouse.move(5, 450);
+
+      await page.locator('[data-e2e-lens="def rmsnorm_naive("] a', { hasText: 'Profile' }).first().click();
+      const figures = await waitFor(
+        'the lens figures',
+        async () => {
+          const text = await lensAbove(page, 'def rmsnorm_naive(');
+          return text && /dispatch/.test(text) ? text : null;
+        },
+        RUN_TIMEOUT,
+      );
+      assert.match(figures, /▶ Profile · .*ms.* · 6 dispatches/);
+
+      const hint = await waitFor(
+        'the inlay hint',
+        async () => {
+          const text = await lineAfter(page, 'def rmsnorm_naive(');
+          return text && /dispatch/.test(text) ? text : null;
+        },
+        30_000,
+      );
+      assert.match(hint, /return x \* torch\.rsqrt.*100% · .*ms · 6 dispatches/);
+      await page.locator('.squiggly-info').first().waitFor({ timeout: 30_000 });
+      assert.match(await waitFor('status done', async () => {
+        const text = await statusText(page);
+        return /done/.test(text) ? text : null;
+      }, 30_000), /trnlens: local · rmsnorm_naive done/);
+      assert.deepEqual(storedRuns(), ['rmsnorm_naive']);
+      await page.screenshot({ path: join(ARTIFACTS, 'trusted.png') });
+      // After the run the same line's hover carries the hotspot beside the analysis finding.
+      await hoverOver(page, 'def rmsnorm_naive(', 'rsqrt', /hotspot[\s\S]*TRN001|TRN001[\s\S]*hotspot/);
+      await page.screenshot({ path: join(ARTIFACTS, 'trusted-hover.png') });
+      await page.mouse.move(5, 450);
+      await page.keyboard.press('Escape');
+
+      // The extension's own command: cursor in rmsnorm_fused's body, then the keybinding.
+      await page.keyboard.press('Control+G');
+      await page.keyboard.type('22');
+      await page.keyboard.press('Enter');
+      await page.keyboard.press('Control+Alt+P');
+      await waitFor(
+        'rmsnorm_fused figures',
+        async () => {
+          const text = await lensAbove(page, 'def rmsnorm_fused(');
+          return text && /dispatch/.test(text) ? text : null;
+        },
+        RUN_TIMEOUT,
+      );
+      assert.deepEqual(storedRuns(), ['rmsnorm_naive', 'rmsnorm_fused']);
+    });
+  });
+
+  it('in an untrusted workspace, analyses but never profiles', async () => {
+    const before = storedRuns();
+    await session('untrusted', false, async (page) => {
+      // The server runs: it shows the stored run's hotspot diagnostic...
+      await page.locator('.squiggly-info').first().waitFor({ timeout: 60_000 });
+      assert.match(await statusText(page), /analysis only/);
+      // ...but no lens that would run the code, and the keybinding starts nothing.
+      const lenses = (await page.locator('.codelens-decoration').allTextContents()).map(plain);
+      assert.ok(!lenses.some((text) => text.includes('Profile')), JSON.stringify(lenses));
+      await page.keyboard.press('Control+G');
+      await page.keyboard.type('17');
+      await page.keyboard.press('Enter');
+      await page.keyboard.press('Control+Alt+P');
+      await page.waitForTimeout(5000);
+      await page.screenshot({ path: join(ARTIFACTS, 'untrusted.png') });
+    });
+    assert.deepEqual(storedRuns(), before);
+  });
+});
