@@ -1,4 +1,9 @@
-"""``trnlens compare PATH::A PATH::B ...``: the same inputs through several implementations."""
+"""``trnlens compare PATH::A PATH::B ...``: the same inputs through several implementations.
+
+``trnlens compare --fix PATH::QUALNAME`` measures what the static analysis proposes: the
+original, the analysis' fix of that function (sent to the agent as source text) and the
+``torch.compile``d original, in one run.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +20,15 @@ def register(sub) -> None:
         description="Profile each PATH::QUALNAME on the first one's inputs; speed-ups come from "
         "a timing pass without the profiler (median, with the min-max range).",
     )
-    parser.add_argument("specs", nargs="+", metavar="PATH::QUALNAME")
+    parser.add_argument("specs", nargs="*", metavar="PATH::QUALNAME")
     parser.add_argument("--compiled", action="store_true",
                         help="also run the first one under torch.compile")  # fmt: skip
+    parser.add_argument(
+        "--fix",
+        metavar="PATH::QUALNAME",
+        help="compare the function with the static analysis' fix of it and with its "
+        "torch.compile'd self (exit 2 when the analysis has no fix there)",
+    )
     common.add_run_options(parser)
     parser.set_defaults(func=run)
 
@@ -25,17 +36,50 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         specs = [common.parse_spec(spec) for spec in args.specs]
+        fix = common.parse_spec(args.fix) if args.fix else None
     except common.UsageError as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     variants = [{"path": str(path), "qualname": qualname} for path, qualname in specs]
-    if args.compiled:
+    if fix is not None:
+        try:
+            fixed = _fix_variants(*fix)
+        except ValueError as exc:
+            print(f"trnlens: {exc}", file=sys.stderr)
+            return exitcodes.USAGE
+        variants = fixed + variants  # the original is the baseline; other specs follow
+        specs = [fix, *specs]
+    elif args.compiled and variants:
         variants.append({**variants[0], "compile": True})
     if len(variants) < 2:
-        print("trnlens: compare needs two or more variants (or --compiled)", file=sys.stderr)
+        print("trnlens: compare needs two or more variants (or --compiled, or --fix)",
+              file=sys.stderr)  # fmt: skip
         return exitcodes.USAGE
     root = common.root_for([path for path, _ in specs])
     outcome, code, store = common.execute(args, variants, root)
     if outcome is None:
         return code
     return common.report(args, outcome, render.render_comparison(outcome), outcome["variants"])
+
+
+def _fix_variants(path, qualname: str) -> list[dict]:
+    """Original, fixed, compiled; ValueError when the file cannot be read or has no fix there."""
+    from trnlens import project
+    from trnlens.analysis import analyse_source
+    from trnlens.fixvariants import NoFix, fix_variants
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    root = project.find_root(path)
+    try:
+        relpath = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        relpath = path.as_posix()
+    findings = analyse_source(text, relpath)
+    try:
+        return fix_variants(str(path), qualname, findings)
+    except NoFix as exc:
+        hint = f"trnlens check {relpath} lists its findings"
+        raise ValueError(f"{exc} in {relpath} ({hint})") from None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from trnlens.lsp.analysis import RunFailed
 from trnlens.lsp.runs import RequestRefused
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ PROFILE = "trnlens.server.profile"
 CANCEL = "trnlens.server.cancel"
 SELECT_TARGET = "trnlens.server.selectTarget"
 CLEAR_RESULTS = "trnlens.server.clearResults"
+COMPARE = "trnlens.server.compare"
+MEASURE_FIX = "trnlens.server.measureFix"
 
 
 class CommandError(Exception):
@@ -42,6 +45,32 @@ async def profile(server: TrnlensServer, *args: Any) -> dict:
         raise CommandError("trnlens.server.profile needs {uri, qualname}")
     try:
         return await server.runs.profile(uri, qualname, arg.get("target"))
+    except RequestRefused as exc:
+        server.show(f"trnlens: {exc}", types.MessageType.Error)
+        raise CommandError(str(exc)) from None
+
+
+async def compare(server: TrnlensServer, *args: Any) -> dict:
+    """{uri, qualname, target?} -> the comparison of the original, each analysis fix and the
+    compiled original (answered once the run is over; see ``analysis.summarize``)."""
+    return await _compare(server, "trnlens.server.compare", _argument(args), with_code=False)
+
+
+async def measure_fix(server: TrnlensServer, *args: Any) -> dict:
+    """{uri, qualname, code?} -> like compare, with only the fix of ``code`` (default: every
+    fix in the function)."""
+    return await _compare(server, "trnlens.server.measureFix", _argument(args), with_code=True)
+
+
+async def _compare(server: TrnlensServer, name: str, arg: dict, with_code: bool) -> dict:
+    uri, qualname = arg.get("uri"), arg.get("qualname")
+    if not isinstance(uri, str) or not isinstance(qualname, str):
+        raise CommandError(f"{name} needs {{uri, qualname}}")
+    code = arg.get("code") if with_code else None
+    try:
+        return await server.analysis.compare(uri, qualname, arg.get("target"), code)
+    except RunFailed as exc:
+        raise CommandError(str(exc)) from None
     except RequestRefused as exc:
         server.show(f"trnlens: {exc}", types.MessageType.Error)
         raise CommandError(str(exc)) from None
@@ -98,6 +127,8 @@ async def clear_results(server: TrnlensServer, *args: Any) -> dict:
             cleared = store.clear(relpath)
         if doc is not None:
             doc.placements.clear()
+        for key in [k for k in server.analysis.comparisons if k[0] == uri]:
+            del server.analysis.comparisons[key]
         uris = [uri]
     else:
         for root in server.roots():
@@ -106,6 +137,7 @@ async def clear_results(server: TrnlensServer, *args: Any) -> dict:
                 cleared += store.clear()
         for doc in server.documents.values():
             doc.placements.clear()
+        server.analysis.comparisons.clear()
         uris = list(server.documents)
     for each in uris:
         server.after_run(each)
@@ -117,4 +149,6 @@ HANDLERS = {
     CANCEL: cancel,
     SELECT_TARGET: select_target,
     CLEAR_RESULTS: clear_results,
+    COMPARE: compare,
+    MEASURE_FIX: measure_fix,
 }

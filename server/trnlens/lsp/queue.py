@@ -58,7 +58,7 @@ class RunQueue:
 
     def submit(self, job: Job) -> tuple[Job, bool]:
         """Queues ``job``; returns the job already pending for the same function instead, if any."""
-        existing = self.find(job.uri, job.qualname)
+        existing = next((j for j in self.jobs() if j.key == job.key), None)
         if existing is not None:
             return existing, False
         self._lanes.setdefault(job.target, deque()).append(job)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,46 @@ class Runs:
 
     # -- requests
     async def profile(self, uri: str, qualname: str, target_name: str | None = None) -> dict:
+        root, path, target = self._check(uri, qualname, target_name)
+        job, new = self.queue.submit(Job(uri, qualname, target.name))
+        position = self.queue.position(job)
+        if new:
+            await self._begin(job, f"Profile {qualname}", root, path)
+        return {
+            "token": job.token,
+            "state": job.state,
+            "position": position,
+            "target": job.target,
+            "alreadyPending": not new,
+        }
+
+    async def compare(
+        self,
+        uri: str,
+        qualname: str,
+        make_variants: Callable[[Path], list[dict]],
+        on_result: Callable[[Job, dict, Any], dict],
+        target_name: str | None = None,
+        title: str | None = None,
+    ) -> tuple[CompareJob, bool]:
+        """Queues one agent run of several variants of a function (same checks and lane as a
+        profile; a profile and a comparison of the same function may both be pending).
+        ``make_variants(path)`` gives the request's variants (it may refuse with RequestRefused);
+        ``on_result(job, outcome, mark)`` shows the comparison and returns the answer, a dict
+        with at least ``message``. ``job.context["done"]`` resolves to that answer (plus
+        ``token`` and ``target``), to ``{"cancelled": True}``, or raises RequestRefused."""
+        root, path, target = self._check(uri, qualname, target_name)
+        variants = make_variants(path)
+        job, new = self.queue.submit(CompareJob(uri, qualname, target.name))
+        if new:
+            done = asyncio.get_running_loop().create_future()
+            job.context.update(variants=variants, on_result=on_result, done=done, verb="comparing")
+            await self._begin(job, title or f"Compare {qualname}", root, path)
+        return job, new  # type: ignore[return-value]
+
+    def _check(self, uri: str, qualname: str, target_name: str | None) -> tuple[Path, Path, Target]:
+        """Refuses (RequestRefused) what cannot run: bad settings, an untrusted workspace, an
+        unknown target, a function the file does not have."""
         path = self.server.path_of(uri)
         root = project.find_root(path)
         doc = self.server.documents.get(uri)
@@ -71,33 +113,31 @@ class Runs:
                 raise RequestRefused(f"{path.name} does not parse: {exc}") from None
         if qualname not in known:
             raise RequestRefused(f"{path.name} has no function, method or nn.Module {qualname!r}")
+        return root, path, target
 
-        job, new = self.queue.submit(Job(uri, qualname, target.name))
+    async def _begin(self, job: Job, title: str, root: Path, path: Path) -> None:
         position = self.queue.position(job)
-        if new:
-            ready = asyncio.Event()
-            progress = RunProgress(self.server, job.token, f"Profile {qualname}")
-            job.context.update(ready=ready, progress=progress, root=root, path=path)
-            ahead = self.queue.running(job.target)
-            waiting = (
-                f"queued behind {ahead.qualname} on {job.target} ({position} ahead)"
-                if ahead is not None and ahead is not job
-                else f"starting on {job.target}"
-            )
-            await progress.begin(waiting)
-            ready.set()  # only now may the lane start it: progress exists before any report
-            self.server.refresh_lenses()
-        return {
-            "token": job.token,
-            "state": job.state,
-            "position": position,
-            "target": job.target,
-            "alreadyPending": not new,
-        }
+        ready = asyncio.Event()
+        progress = RunProgress(self.server, job.token, title)
+        job.context.update(ready=ready, progress=progress, root=root, path=path)
+        ahead = self.queue.running(job.target)
+        waiting = (
+            f"queued behind {ahead.qualname} on {job.target} ({position} ahead)"
+            if ahead is not None and ahead is not job
+            else f"starting on {job.target}"
+        )
+        await progress.begin(waiting)
+        ready.set()  # only now may the lane start it: progress exists before any report
+        self.server.refresh_lenses()
 
-    def job_state(self, uri: str, qualname: str) -> str | None:
-        """The lens text for a pending job: 'running: measuring' or 'queued (#2)'."""
-        job = self.queue.find(uri, qualname)
+    def job_state(self, uri: str, qualname: str, kind: str = "profile") -> str | None:
+        """The lens text for a pending job: 'running: measuring' or 'queued (#2)' (``kind``
+        "compare": the function's pending comparison instead of its profile)."""
+        if kind == "compare":
+            key = CompareJob(uri, qualname, "").key
+            job = next((j for j in self.queue.jobs() if j.key == key), None)
+        else:
+            job = self.queue.find(uri, qualname)
         if job is None:
             return None
         if job.state == "running":
@@ -130,6 +170,7 @@ class Runs:
     # -- running
     async def _dropped(self, job: Job) -> None:
         job.context["progress"].end("cancelled before it started")
+        _settle(job, {"cancelled": True})
         self.server.refresh_lenses()
 
     async def _execute(self, job: Job) -> None:
@@ -147,6 +188,7 @@ class Runs:
             )
         except asyncio.CancelledError:
             progress.end("cancelled")
+            _settle(job, {"cancelled": True})
             raise
         except asyncio.TimeoutError:
             limit = f"{settings.timeout_seconds:g} s"
@@ -156,21 +198,29 @@ class Runs:
         except AgentFailure as failure:
             if failure.kind == "cancelled":
                 progress.end("cancelled")
+                _settle(job, {"cancelled": True})
             else:
                 self._fail(job, f"{failure.kind} error: {failure}", failure.kind)
         except (SchemaMismatch, OSError) as exc:
             log.exception("run of %s failed", job.qualname)
             self._fail(job, str(exc))
         else:
-            self._show(job, outcome, mark)
+            if "on_result" in job.context:
+                self._compared(job, outcome, mark)
+            else:
+                self._show(job, outcome, mark)
         finally:
             if doc is not None and mark is not None:
                 doc.release(mark)
+            _settle(job, error="the run ended without a result (see the server log)")
 
     async def _run(self, job: Job, settings: Settings, target: Target, progress: RunProgress):
         root: Path = job.context["root"]
+        variants = job.context.get("variants") or [
+            {"path": str(job.context["path"]), "qualname": job.qualname}
+        ]
         request = ProfileRequest(
-            variants=[{"path": str(job.context["path"]), "qualname": job.qualname}],
+            variants=variants,
             project_root=root, backend=settings.backend, warmup=settings.warmup,
             steps=settings.steps, repeats=settings.repeats, mode=settings.mode,
             files=self.server.unsaved_files(root),
@@ -207,11 +257,40 @@ class Runs:
             progress.end(f"{job.qualname}: {format.headline(result)}")
         self.server.after_run(job.uri)
 
+    def _compared(self, job: Job, outcome: dict[str, Any], mark) -> None:
+        answer = job.context["on_result"](job, outcome, mark)
+        job.context["progress"].end(answer["message"])
+        self.server.show(f"trnlens: {answer['message']}")
+        self.server.after_run(job.uri)
+        _settle(job, {**answer, "token": job.token, "target": job.target})
+
     def _fail(self, job: Job, message: str, kind: str = "error") -> None:
         job.context["progress"].end(f"failed: {message}")
         severity = types.MessageType.Warning if kind == "usage" else types.MessageType.Error
-        self.server.show(f"trnlens: profiling {job.qualname} failed: {message}", severity)
+        verb = job.context.get("verb", "profiling")
+        self.server.show(f"trnlens: {verb} {job.qualname} failed: {message}", severity)
         self.server.refresh_lenses()
+        _settle(job, error=message)
+
+
+@dataclass(eq=False)
+class CompareJob(Job):
+    """A comparison run: its own key, so that it queues beside a profile of the same function."""
+
+    @property
+    def key(self) -> tuple[str, str, str]:  # type: ignore[override]
+        return (self.uri, self.qualname, "compare")
+
+
+def _settle(job: Job, value: dict | None = None, error: str | None = None) -> None:
+    """Answers whoever waits on the job (a comparison command), once."""
+    done = job.context.get("done")
+    if done is None or done.done():
+        return
+    if error is not None:
+        done.set_exception(RequestRefused(error))
+    else:
+        done.set_result(value)
 
 
 def _allowed_target(settings: Settings, name: str | None) -> Target:

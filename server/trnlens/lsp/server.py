@@ -21,7 +21,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from trnlens import __version__, project
-from trnlens.lsp import commands, diagnostics, hints, hovers, lenses
+from trnlens.lsp import actions, commands, diagnostics, hints, hovers, lenses
+from trnlens.lsp.analysis import AnalysisService
 from trnlens.lsp.config import Config
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.runs import Runs
@@ -43,6 +44,8 @@ class TrnlensServer(LanguageServer):
         # Static analysis registers its provider beside these under its own key.
         self.diagnostics.register("profile.hotspots", diagnostics.hotspots)
         self.diagnostics.register("profile.failures", diagnostics.failures)
+        self.analysis = AnalysisService(self)
+        self.diagnostics.register("analysis", self.analysis.provider)
         self._stores: dict[Path, Store] = {}
         self._generations = itertools.count(1)
         self._published: dict[str, int] = {}
@@ -259,6 +262,7 @@ def create_server() -> TrnlensServer:
         if ls.documents.pop(uri, None) is not None:
             ls.publish(uri, force=True)
             ls._published.pop(uri, None)
+            ls.analysis.forget(uri)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     @_guard([])
@@ -267,7 +271,18 @@ def create_server() -> TrnlensServer:
         if doc is None:
             return []
         target = ls.config.settings_for(doc.root).target
-        return lenses.code_lenses(doc, target, ls.runs.job_state, watching.lens_label)
+        # Compare lenses first: an editor shows them before ▶ Profile on the same line.
+        compare = _guard([])(ls.analysis.lenses)(doc, target)
+        return compare + lenses.code_lenses(doc, target, ls.runs.job_state, watching.lens_label)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=actions.KINDS, resolve_provider=False),
+    )
+    @_guard([])
+    def code_action(ls: TrnlensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        doc = ls.documents.get(params.text_document.uri)
+        return [] if doc is None else actions.code_actions(ls, doc, params)
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     @_guard([])

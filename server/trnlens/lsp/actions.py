@@ -1,0 +1,96 @@
+"""Code actions: each analysis fix as a quick fix (a ``WorkspaceEdit``), and ``Measure the fix``.
+
+A finding's fix edits are in 1-based rows and code-point columns of the analysed text; they are
+converted to LSP positions (UTF-16 units) on that same text, so a line holding ``é`` or an emoji
+before the pattern still gets the right range. A safe fix is the preferred action (editors apply
+it with one key); an unsafe one is offered, never preferred. ``Measure the fix`` runs the
+comparison (``trnlens.server.measureFix``): original, fixed and compiled, on the default target.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from trnlens.lsp.analysis import Analysed
+from trnlens.lsp.documents import ProfiledDocument
+
+if TYPE_CHECKING:
+    from trnlens.lsp.server import TrnlensServer
+
+MEASURE_FIX = "trnlens.server.measureFix"
+KINDS = [types.CodeActionKind.QuickFix]
+
+
+def _key(position: types.Position) -> tuple[int, int]:
+    return position.line, position.character
+
+
+def _overlaps(a: types.Range, b: types.Range) -> bool:
+    return _key(a.start) <= _key(b.end) and _key(b.start) <= _key(a.end)
+
+
+def _wanted(kind: str, only: list[str] | None) -> bool:
+    return not only or any(kind == o or kind.startswith(o + ".") for o in only)
+
+
+def code_actions(
+    server: TrnlensServer, doc: ProfiledDocument, params: types.CodeActionParams
+) -> list[types.CodeAction]:
+    only = params.context.only
+    if not _wanted(types.CodeActionKind.QuickFix, only):
+        return []
+    analysed: Analysed = server.analysis.current(doc)
+    structure = doc.analysis()
+    symbols = structure.symbols if structure is not None else {}
+    found: list[types.CodeAction] = []
+    measured: set[tuple[str, str]] = set()
+    for finding in analysed.findings:
+        where = analysed.range(finding)
+        if not _overlaps(where, params.range):
+            continue
+        diagnostics = [
+            d
+            for d in params.context.diagnostics
+            if d.source == "trnlens" and d.code == finding.code and d.range == where
+        ] or [server.analysis.diagnostic(doc, analysed, finding)]
+        fix = finding.fix
+        if fix is not None and fix.edits:
+            edits = [
+                types.TextEdit(
+                    range=types.Range(
+                        analysed.position(edit.location), analysed.position(edit.end_location)
+                    ),
+                    new_text=edit.content,
+                )
+                for edit in fix.edits
+            ]
+            safe = fix.applicability == "safe"
+            found.append(
+                types.CodeAction(
+                    title=f"{fix.message} ({finding.code})" + ("" if safe else " (unsafe)"),
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=diagnostics,
+                    is_preferred=safe,
+                    edit=types.WorkspaceEdit(changes={doc.uri: edits}),
+                )
+            )
+        qualname = finding.qualname
+        if (
+            finding.variant_source
+            and qualname in symbols
+            and (qualname, finding.code) not in measured
+        ):
+            measured.add((qualname, finding.code))
+            arguments = {"uri": doc.uri, "qualname": qualname, "code": finding.code}
+            title = f"Measure the fix: {qualname} vs fixed vs torch.compile (trnlens)"
+            found.append(
+                types.CodeAction(
+                    title=title,
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=diagnostics,
+                    command=types.Command(title=title, command=MEASURE_FIX, arguments=[arguments]),
+                )
+            )
+    return found

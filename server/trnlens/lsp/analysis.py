@@ -1,0 +1,395 @@
+"""Static analysis in the editor: findings as diagnostics, the Compare lens and its runs.
+
+Findings come from :func:`trnlens.analysis.analyse_source` (pure Python, no torch), cached per
+document by text and by the ``trnlens.rules.select`` / ``ignore`` settings. Opening a document
+analyses it at once; while the user types, the analysis waits until the edits pause
+(``DEBOUNCE_S``) and then republishes, the previous findings standing meanwhile. ``# noqa`` is
+the analysis' own business.
+
+Analysis columns count code points; LSP counts UTF-16 units: :func:`to_position` converts, on the
+text the findings were computed from. After a profile (or a comparison) of the function, a
+finding's message adds what its lines measured: dispatches and time per step, the time labelled
+by the run's time basis (``CPU (ops)`` on the cpu backend).
+
+A function with a fused alternative gets a ``⇄ Compare variants`` lens: one agent run of the
+original, the fixed code (the finding's ``variant_source``, sent as source text) and the
+``torch.compile``d original, queued like profiles (``Runs.compare``); its speed-ups, spread,
+dispatches and max abs difference end the progress, are shown as a message, answer the command
+and then read on the lens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from trnlens.analysis import Finding, Location, analyse_source
+from trnlens.fixvariants import NoFix, fix_variants, fixable
+from trnlens.lsp import format
+from trnlens.lsp.diagnostics import SOURCE
+from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.runs import RequestRefused
+from trnlens.results import Result
+from trnlens.settings import LOCAL, Settings
+
+if TYPE_CHECKING:
+    from trnlens.lsp.server import TrnlensServer
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE_S = 0.15
+COMPARE = "trnlens.server.compare"
+CANCEL = "trnlens.server.cancel"
+_BREAKS = re.compile(r"\r\n|\r|\n")  # LSP's line breaks (not str.splitlines' many)
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+}
+
+
+# -- positions
+def split_lines(text: str) -> list[str]:
+    return _BREAKS.split(text)
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def to_position(lines: list[str], location: Location) -> types.Position:
+    """A 1-based (row, code-point column) as an LSP position (0-based, UTF-16 units)."""
+    row = max(0, location.row - 1)
+    if row >= len(lines):
+        last = len(lines) - 1
+        return types.Position(max(last, 0), utf16_len(lines[last]) if lines else 0)
+    line = lines[row]
+    return types.Position(row, utf16_len(line[: max(0, location.column - 1)]))
+
+
+def to_range(lines: list[str], start: Location, end: Location) -> types.Range:
+    return types.Range(to_position(lines, start), to_position(lines, end))
+
+
+class RunFailed(Exception):
+    """A comparison that was queued and failed (the user has been told already)."""
+
+
+@dataclass
+class Analysed:
+    """Findings of one text under one rule selection."""
+
+    text: str
+    rules: tuple[tuple[str, ...], tuple[str, ...]]
+    findings: list[Finding]
+    _lines: list[str] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = split_lines(self.text)
+        return self._lines
+
+    def range(self, finding: Finding) -> types.Range:
+        return to_range(self.lines, finding.location, finding.end_location)
+
+    def position(self, location: Location) -> types.Position:
+        return to_position(self.lines, location)
+
+
+@dataclass
+class Comparison:
+    """A finished comparison of a function, as its lens reads it."""
+
+    answer: dict
+    source_hash: str | None
+    created_at: str
+
+
+def _rules(settings: Settings) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(settings.rules_select), tuple(settings.rules_ignore)
+
+
+def analyse_text(text: str, path: str, settings: Settings) -> Analysed:
+    select, ignore = _rules(settings)
+    findings = analyse_source(text, path, select or None, ignore or None)
+    return Analysed(text, (select, ignore), findings)
+
+
+class AnalysisService:
+    def __init__(self, server: TrnlensServer):
+        self.server = server
+        self._cache: dict[str, Analysed] = {}
+        self._pending: dict[str, asyncio.TimerHandle] = {}
+        self.comparisons: dict[tuple[str, str], Comparison] = {}
+
+    # -- findings
+    def current(self, doc: ProfiledDocument, settings: Settings | None = None) -> Analysed:
+        """The findings of the document's text now (analysed here if they are not cached)."""
+        settings = settings or self.server.config.settings_for(doc.root)
+        cached = self._cache.get(doc.uri)
+        if cached is not None and cached.rules == _rules(settings) and cached.text == doc.text:
+            return cached
+        analysed = analyse_text(doc.text, doc.relpath, settings)
+        self._cache[doc.uri] = analysed
+        return analysed
+
+    def provider(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
+        """The diagnostics hub's provider: analyses on open and on settings changes at once,
+        and after edits once they pause (the previous findings stand meanwhile)."""
+        cached = self._cache.get(doc.uri)
+        if (
+            cached is not None
+            and cached.rules == _rules(settings)
+            and cached.text != doc.text
+            and self._debounce(doc.uri)
+        ):
+            analysed = cached
+        else:
+            analysed = self.current(doc, settings)
+        return [self.diagnostic(doc, analysed, finding) for finding in analysed.findings]
+
+    def _debounce(self, uri: str) -> bool:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # no loop (a unit test): analyse now
+        handle = self._pending.pop(uri, None)
+        if handle is not None:
+            handle.cancel()
+        self._pending[uri] = loop.call_later(DEBOUNCE_S, self._settled, uri)
+        return True
+
+    def _settled(self, uri: str) -> None:
+        self._pending.pop(uri, None)
+        doc = self.server.documents.get(uri)
+        if doc is None:
+            return
+        try:
+            self.current(doc)
+            self.server.publish(uri)
+        except Exception:
+            log.exception("analysing %s failed", uri)
+
+    def forget(self, uri: str) -> None:
+        self._cache.pop(uri, None)
+        handle = self._pending.pop(uri, None)
+        if handle is not None:
+            handle.cancel()
+
+    def diagnostic(
+        self, doc: ProfiledDocument, analysed: Analysed, finding: Finding
+    ) -> types.Diagnostic:
+        message = finding.message
+        measured = measured_text(doc, finding)
+        if measured:
+            message += f"\n{measured}"
+        return types.Diagnostic(
+            range=analysed.range(finding),
+            message=message,
+            severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
+            source=SOURCE,
+            code=finding.code,
+            data={"qualname": finding.qualname, "fixable": finding.fix is not None},
+        )
+
+    # -- the Compare lens
+    def lenses(self, doc: ProfiledDocument, target: str) -> list[types.CodeLens]:
+        structure = doc.analysis()
+        if structure is None:
+            return []
+        analysed = self.current(doc)
+        found = []
+        for qualname in dict.fromkeys(f.qualname for f in analysed.findings if f.variant_source):
+            symbol = structure.symbols.get(qualname) if qualname else None
+            line = structure.def_line_now(symbol) if symbol else None
+            if symbol is None or line is None:
+                continue
+            position = types.Position(line, symbol.def_column)
+            arguments: dict[str, Any] = {"uri": doc.uri, "qualname": qualname}
+            state = self.server.runs.job_state(doc.uri, qualname, kind="compare")
+            if state is not None:
+                command = types.Command(
+                    title=f"■ comparing: {state} · click to cancel",
+                    command=CANCEL,
+                    arguments=[arguments],
+                )
+            else:
+                if target != LOCAL:
+                    arguments["target"] = target
+                command = types.Command(
+                    title=self._lens_title(doc, qualname), command=COMPARE, arguments=[arguments]
+                )
+            found.append(types.CodeLens(types.Range(position, position), command))
+        return found
+
+    def _lens_title(self, doc: ProfiledDocument, qualname: str) -> str:
+        title = "⇄ Compare variants"
+        done = self.comparisons.get((doc.uri, qualname))
+        if done is None:
+            return title
+        parts = [title]
+        structure = doc.analysis()
+        if structure is not None and structure.source_hash(qualname) != done.source_hash:
+            parts.append("stale")
+        parts.append(done.answer["lens"])
+        parts.append(format.age(done.created_at))
+        return " · ".join(parts)
+
+    # -- comparisons (trnlens.server.compare / measureFix)
+    async def compare(
+        self, uri: str, qualname: str, target: str | None = None, code: str | None = None
+    ) -> dict:
+        """Runs original, fixed and compiled; answers once the run is over."""
+
+        def make_variants(path) -> list[dict]:
+            doc = self.server.documents.get(uri)
+            if doc is not None:
+                findings = self.current(doc).findings
+            else:
+                root, relpath = self.server.root_and_relpath(path)
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise RequestRefused(f"cannot read {path}: {exc}") from None
+                settings = self.server.config.settings_for(root)
+                findings = analyse_text(text, relpath, settings).findings
+            try:
+                return fix_variants(str(path), qualname, findings, code)
+            except NoFix as exc:
+                raise RequestRefused(str(exc)) from None
+
+        job, new = await self.server.runs.compare(
+            uri, qualname, make_variants, self._compared, target, title=f"Compare {qualname}"
+        )
+        try:
+            answer = await asyncio.shield(job.context["done"])
+        except RequestRefused as exc:  # the run failed: already shown (runs._fail)
+            raise RunFailed(str(exc)) from None
+        return {**answer, "alreadyPending": not new}
+
+    def _compared(self, job, outcome: dict, mark) -> dict:
+        answer = summarize(job.qualname, outcome)
+        base = outcome["variants"][0]
+        doc = self.server.documents.get(job.uri)
+        if doc is not None and not base.get("error"):
+            doc.place(Result.parse(base), mark)  # the baseline is a profile of the function
+        self.comparisons[(job.uri, job.qualname)] = Comparison(
+            answer, base["function"].get("source_hash"), base["created_at"]
+        )
+        return answer
+
+    def has_fix(self, doc: ProfiledDocument, qualname: str, code: str | None = None) -> bool:
+        return bool(fixable(self.current(doc).findings, qualname, code))
+
+
+def measured_text(doc: ProfiledDocument, finding: Finding) -> str | None:
+    """'measured: 6 dispatches, 41.2 µs CPU (ops) per step on lines 14–15 (rmsnorm_naive, just
+    now)' from the placed run of the finding's function (else any run that measured them)."""
+    if not finding.lines:
+        return None
+    first, last = finding.lines[0] - 1, finding.lines[1] - 1
+    placements = sorted(
+        doc.placements.values(), key=lambda p: p.result.qualname != finding.qualname
+    )
+    for placement in placements:
+        result = placement.result
+        if result.error:
+            continue
+        dispatches, time_us, hit = 0.0, 0.0, False
+        for measured, entry in placement.lines.items():
+            now = placement.now(measured)
+            if now is not None and first <= now <= last:
+                hit = True
+                dispatches += entry.get("dispatches") or 0
+                time_us += entry.get("device_us") or 0
+        if not hit:
+            continue
+        span = f"line {first + 1}" if first == last else f"lines {first + 1}–{last + 1}"
+        text = (
+            f"measured: {format.count(dispatches, 'dispatch')}, {format.duration(time_us)} "
+            f"{result.device_label} per step on {span} "
+            f"({result.qualname}, {format.age(result.data['created_at'])})"
+        )
+        if doc.is_stale(placement):
+            text += " · stale: the function changed since"
+        return text
+    return None
+
+
+def _short(variant: dict) -> str:
+    info = variant.get("variant") or {}
+    kind = info.get("kind")
+    if kind == "source":
+        label = info.get("label") or ""
+        inner = label[label.rfind("(") + 1 : -1] if label.endswith(")") else "fixed"
+        return inner.replace(": ", " ")  # "fixed TRN001"
+    return "compiled" if kind == "compiled" else "original"
+
+
+def _speed(value: float | None) -> str:
+    return f"{value:.2f}×" if value else "–"
+
+
+def summarize(qualname: str, outcome: dict) -> dict:
+    """The comparison as the command answers it: per-variant figures, a message and lens text."""
+    variants = outcome["variants"]
+    count = len(variants)
+    speedups = outcome.get("speedups") or [None] * count
+    ranges = outcome.get("speedup_ranges") or [None] * count
+    diffs = outcome.get("max_abs_diff") or [None] * count
+    base = Result(variants[0])
+    rows, parts, lens = [], [], []
+    for i, variant in enumerate(variants):
+        error = variant.get("error")
+        row = {
+            "label": (variant.get("variant") or {}).get("label") or qualname,
+            "kind": (variant.get("variant") or {}).get("kind"),
+            "runId": variant.get("run_id"),
+            "dispatches": variant.get("dispatches_per_step"),
+            "timePerStepUs": variant.get("device_time_per_step_us"),
+            "medianUs": (variant.get("timing") or {}).get("median_us"),
+            "speedup": speedups[i],
+            "speedupRange": ranges[i],
+            "maxAbsDiff": diffs[i],
+            "error": error.get("message") if error else None,
+        }
+        rows.append(row)
+        name = _short(variant)
+        if error:
+            parts.append(f"{name} failed: {row['error']}")
+            lens.append(f"{name.split()[0]} failed")
+            continue
+        text = f"{name} {format.count(row['dispatches'], 'dispatch')}"
+        if i == 0:
+            text += f", {format.duration(row['timePerStepUs'])} {base.device_label}/step"
+        else:
+            span = ranges[i]
+            spread = f" ({span[0]:.2f}–{span[1]:.2f}×)" if span else ""
+            text += f", {_speed(speedups[i])}{spread}"
+            if diffs[i] is not None:
+                text += f", max |diff| {diffs[i]:.1e}"
+            lens.append(f"{name.split()[0]} {_speed(speedups[i])}")
+        parts.append(text)
+    dispatches = "/".join("–" if r["dispatches"] is None else f"{r['dispatches']:g}" for r in rows)
+    lens.append(f"{dispatches} dispatches")
+    message = f"compared {qualname}: " + "; ".join(parts)
+    message += " (speed-ups: median of the timing pass, min–max in brackets)"
+    return {
+        "qualname": qualname,
+        "backend": base.data.get("backend"),
+        "device": base.data.get("device"),
+        "timeBasis": base.data.get("time_basis"),
+        "variants": rows,
+        "speedups": speedups,
+        "speedupRanges": ranges,
+        "maxAbsDiff": diffs,
+        "warnings": outcome.get("warnings") or [],
+        "message": message,
+        "lens": " · ".join(lens),
+    }
