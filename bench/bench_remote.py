@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from trnlens.jobs import ProfileRequest, run_profile  # noqa: E402
 from trnlens.store import Store  # noqa: E402
 from trnlens.targets.local import LocalTarget  # noqa: E402
-from trnlens.targets.ssh import SshTarget  # noqa: E402
+from trnlens.targets.ssh import SshTarget, control_dir  # noqa: E402
 
 from tests.conftest import python_without_trnlens  # noqa: E402
 from tests.targets import sshd  # noqa: E402
@@ -78,7 +78,7 @@ def main() -> None:
             rows = measure(tmp, host)
         finally:
             host.stop()
-            subprocess.run(["pkill", "-f", "trnlens-ssh-"], capture_output=True)
+            subprocess.run(["pkill", "-f", str(control_dir())], capture_output=True)
     baseline = rows[-1][1]
     print("remote profile over ssh vs local vs a fresh `ssh host python script.py` (baseline)")
     print(f"  {'what':54s} {'seconds':>8s} {'vs baseline':>12s}")

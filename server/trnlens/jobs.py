@@ -29,6 +29,10 @@ Target = LocalTarget | SshTarget
 Progress = Callable[[dict], Any]
 HELLO_TIMEOUT_S = 60.0
 CANCEL_GRACE_S = 1.0
+DEFAULT_IDLE_S = 600.0
+NEURON_IDLE_S = 60.0
+DEFAULT_MEMORY_CAP_MB = 16_000.0
+DEFAULT_STALL_S = 120.0
 _ids = itertools.count(1)
 
 
@@ -52,14 +56,51 @@ def _failure(kind: str, message: str) -> AgentFailure:
 
 
 class AgentProcess:
-    """One agent process speaking the line protocol; one request at a time."""
+    """One agent process speaking the line protocol; one request at a time.
 
-    def __init__(self, target: Target):
+    Kept warm between requests (torch stays imported), it shuts itself down after
+    ``idle_timeout_s`` without work (60 s once it ran on Neuron, where a live process holds
+    NeuronCores the user's own jobs need), asks its agent to restart above ``memory_cap_mb``, and
+    treats ``stall_s`` of silence, unanswered pings included, as a hang.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        idle_timeout_s: float | None = DEFAULT_IDLE_S,
+        memory_cap_mb: float | None = DEFAULT_MEMORY_CAP_MB,
+        stall_s: float = DEFAULT_STALL_S,
+    ):
         self.target = target
         self.proc: asyncio.subprocess.Process | None = None
         self.hello: dict | None = None
+        self.idle_timeout_s = idle_timeout_s
+        self.memory_cap_mb = memory_cap_mb
+        self.stall_s = stall_s
+        self.backend: str | None = None  # learnt from the first result
+        self.runs = 0
         self._stderr: deque[str] = deque(maxlen=200)
         self._stderr_task: asyncio.Task | None = None
+        self._idle: asyncio.TimerHandle | None = None
+
+    @property
+    def held_cores(self) -> str | None:
+        """NeuronCores this agent may hold (NEURON_RT_VISIBLE_CORES on its host), for status."""
+        return (self.hello or {}).get("neuron_visible_cores")
+
+    def _arm_idle_timer(self) -> None:
+        timeout = self.idle_timeout_s
+        if timeout is not None and self.backend == "neuron":
+            timeout = min(timeout, NEURON_IDLE_S)
+        if timeout is None or not self.alive():
+            return
+        loop = asyncio.get_running_loop()
+        self._idle = loop.call_later(timeout, lambda: loop.create_task(self.close()))
+
+    def _disarm_idle_timer(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
 
     async def start(self) -> None:
         try:
@@ -121,14 +162,17 @@ class AgentProcess:
         """Sends a profile request; returns its result, raises AgentFailure on error/cancel."""
         request_id = payload.setdefault("id", f"req-{os.getpid()}-{next(_ids)}")
         payload["type"] = "profile"
+        if self.memory_cap_mb:
+            payload["options"] = {"memory_cap_mb": self.memory_cap_mb, **payload.get("options", {})}
+        self._disarm_idle_timer()
         await self.send(payload)
         try:
             while True:
-                message = await self._read()
+                message = await self._next_or_hang()
                 if message is None:
                     code = await self.proc.wait()
                     raise self._died(code)
-                if message.get("id") != request_id:
+                if message.get("type") == "pong" or message.get("id") != request_id:
                     continue
                 kind = message.get("type")
                 if kind == "progress" and on_progress:
@@ -136,12 +180,45 @@ class AgentProcess:
                     if isinstance(outcome, Awaitable):
                         await outcome
                 elif kind == "result":
+                    self.runs += 1
+                    first = message["result"]
+                    first = first["variants"][0] if "variants" in first else first
+                    self.backend = first.get("backend", self.backend)
+                    self._arm_idle_timer()
                     return message["result"]
                 elif kind == "error":
+                    if message["error"].get("kind") == "restart":
+                        await self.kill()  # it exits by itself; make sure before a new start
+                    else:
+                        self._arm_idle_timer()
                     raise AgentFailure(message["error"])
         except asyncio.CancelledError:
             await self.cancel(request_id)
             raise
+
+    async def _next_or_hang(self) -> dict | None:
+        """The next message; a ping after ``stall_s`` of silence, a hang after two."""
+        try:
+            return await asyncio.wait_for(self._read(), self.stall_s)
+        except asyncio.TimeoutError:
+            pass
+        await self.send({"type": "ping", "id": "stall"})
+        try:
+            return await asyncio.wait_for(self._read(), self.stall_s)
+        except asyncio.TimeoutError:
+            await self.kill()
+            raise AgentFailure(
+                {
+                    "kind": "internal",
+                    "type": "hung",
+                    "message": f"the agent stopped answering "
+                    f"for {2 * self.stall_s:g} s and was killed",
+                    "path": None,
+                    "line": None,
+                    "traceback": None,
+                    "retry": True,
+                }
+            ) from None
 
     def _died(self, code: int) -> AgentFailure:
         if isinstance(self.target, SshTarget) and code == 255:
@@ -150,9 +227,11 @@ class AgentProcess:
                 f"the connection to {self.target.host} dropped during the run "
                 f"({self.stderr_tail(1)}); the agent there stops by itself when its input closes",
             )
-        return _failure(
+        failure = _failure(
             "internal", f"the agent exited (code {code}) during the run:\n{self.stderr_tail()}"
         )
+        failure.error["retry"] = True  # a crash: worth one more try on a fresh process
+        return failure
 
     async def cancel(self, request_id: str, grace_s: float = CANCEL_GRACE_S) -> None:
         """Asks the agent to stop; kills its process group if it has not answered in time."""
@@ -189,6 +268,7 @@ class AgentProcess:
         await self.proc.wait()
 
     async def close(self) -> None:
+        self._disarm_idle_timer()
         if self.alive():
             try:
                 await self.send({"type": "shutdown"})
@@ -256,35 +336,25 @@ async def run_profile(
     on_progress: Progress | None = None,
     agent: AgentProcess | None = None,
 ) -> dict:
-    """Runs a request on the target and stores every run; returns the result or comparison."""
+    """Runs a request on the target and stores every run; returns the result or comparison.
+
+    A warm ``agent`` may be passed (and stays alive); otherwise one is started and closed.
+    An agent that crashed, hung or asked for a fresh process is replaced and the run retried
+    once; the results' warnings say so.
+    """
     target = target or LocalTarget()
     own_agent = agent is None
     agent = agent or AgentProcess(target)
-    staged = None
     try:
-        if not agent.alive():
-            await agent.start()
-        try:
-            staged = await target.stage(request.payload(store, target.name), store)
-        except TargetError as exc:
-            raise _failure("environment", str(exc)) from None
-        work = agent.request(staged.payload, on_progress)
-        try:
-            outcome = await asyncio.wait_for(work, request.timeout_s)
-        except asyncio.TimeoutError:
-            raise _failure(
-                "environment",
-                f"the run took longer than {request.timeout_s:g} s and was stopped "
-                "(raise the timeout for first compiles on Neuron)",
-            ) from None
-        results.check(outcome)
-        try:
-            await target.collect(staged, outcome, store)
-        except TargetError as exc:
-            raise _failure("environment", str(exc)) from None
+        work = _run_with_retry(request, store, target, agent, on_progress)
+        outcome = await asyncio.wait_for(work, request.timeout_s)
+    except asyncio.TimeoutError:
+        raise _failure(
+            "environment",
+            f"the run took longer than {request.timeout_s:g} s and was stopped "
+            "(raise the timeout for first compiles on Neuron)",
+        ) from None
     finally:
-        if staged is not None:
-            await asyncio.shield(target.discard(staged))
         if own_agent:
             await agent.close()
     if "variants" in outcome:
@@ -294,3 +364,45 @@ async def run_profile(
     else:
         store.add(outcome)
     return outcome
+
+
+async def _run_with_retry(request, store, target, agent, on_progress) -> dict:
+    notes: list[str] = []
+    for attempt in range(2):
+        try:
+            outcome = await _run_once(request, store, target, agent, on_progress)
+        except AgentFailure as failure:
+            retry = failure.kind == "restart" or failure.error.get("retry")
+            if attempt == 0 and retry:
+                why = failure.error.get("message", "").splitlines()[0]
+                notes.append(
+                    f"the agent was replaced by a fresh process and the run retried: {why}"
+                )
+                await agent.kill()
+                continue
+            raise
+        for run in outcome["variants"] if "variants" in outcome else [outcome]:
+            run["warnings"].extend(notes)
+        return outcome
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _run_once(request, store, target, agent, on_progress) -> dict:
+    staged = None
+    try:
+        if not agent.alive():
+            await agent.start()
+        try:
+            staged = await target.stage(request.payload(store, target.name), store)
+        except TargetError as exc:
+            raise _failure("environment", str(exc)) from None
+        outcome = await agent.request(staged.payload, on_progress)
+        results.check(outcome)
+        try:
+            await target.collect(staged, outcome, store)
+        except TargetError as exc:
+            raise _failure("environment", str(exc)) from None
+        return outcome
+    finally:
+        if staged is not None:
+            await asyncio.shield(target.discard(staged))

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
-
-import pytest
-
-from tests.targets.conftest import needs_sshd, remote_python, test_host  # noqa: F401
+from tests.targets.conftest import (  # noqa: F401
+    needs_sshd,
+    remote_python,
+    ssh_cache,
+    test_host,
+)
 
 from .session import FAST, editor, workspace
 
 pytestmark = needs_sshd
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    yield
-    subprocess.run(["pkill", "-f", "trnlens-ssh-"], capture_output=True)
-
-
-async def test_lens_profiles_on_the_remote_host(tmp_path, test_host, remote_python, cache):  # noqa: F811
+async def test_lens_profiles_on_the_remote_host(tmp_path, test_host, remote_python, ssh_cache):  # noqa: F811
     root = workspace(tmp_path)
     remote = {
         "host": test_host.alias, "ssh_args": test_host.ssh_args(), "python": str(remote_python),

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,17 @@ def test_host(tmp_path_factory):
 @pytest.fixture(scope="session")
 def remote_python(tmp_path_factory) -> Path:
     return python_without_trnlens(tmp_path_factory.mktemp("remote") / "venv")
+
+
+@pytest.fixture
+def ssh_cache(tmp_path, monkeypatch):
+    """A private cache (agent bundle, ssh control sockets) per test; its masters closed after.
+
+    Only this test's masters: other test sessions on the machine may hold their own.
+    """
+    from trnlens.targets.ssh import control_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    sockets = str(control_dir())
+    yield tmp_path / "cache"
+    subprocess.run(["pkill", "-f", sockets], capture_output=True)

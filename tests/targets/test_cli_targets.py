@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from trnlens.targets import config
@@ -12,13 +11,6 @@ from trnlens.targets.ssh import SshTarget, TargetError
 
 from tests.cli.conftest import trnlens
 from tests.targets.conftest import needs_sshd
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    yield
-    subprocess.run(["pkill", "-f", "trnlens-ssh-"], capture_output=True)
 
 
 def write_project(root, test_host, remote_python, workdir):
@@ -34,7 +26,7 @@ def write_project(root, test_host, remote_python, workdir):
 
 
 @needs_sshd
-def test_profile_on_a_named_target(test_host, remote_python, tmp_path, cache):
+def test_profile_on_a_named_target(test_host, remote_python, tmp_path, ssh_cache):
     write_project(tmp_path, test_host, remote_python, tmp_path / "work")
     listing = trnlens("targets", cwd=tmp_path)
     assert "trn2-dev  ssh" in listing.stdout and "local" in listing.stdout

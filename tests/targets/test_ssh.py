@@ -40,15 +40,6 @@ def fails(x=torch.ones(4, 8)):
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A private cache (agent bundle, ssh control sockets) per test; masters closed after."""
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(directory))
-    yield directory
-    subprocess.run(["pkill", "-f", "trnlens-ssh-"], capture_output=True)  # the masters
-
-
-@pytest.fixture
 def project(tmp_path):
     root = tmp_path / "project"
     shutil.copytree(REPO / "samples", root / "samples")
@@ -89,7 +80,7 @@ def test_remote_python_has_torch_but_not_trnlens(remote_python):
     assert done.stdout.strip() == "no trnlens", done.stderr
 
 
-def test_profile_end_to_end_over_ssh(test_host, remote_python, project, tmp_path, cache):
+def test_profile_end_to_end_over_ssh(test_host, remote_python, project, tmp_path, ssh_cache):
     tgt = target(test_host, remote_python, tmp_path)
     outcome, phases = profile(project, tgt)
     assert outcome["error"] is None
@@ -106,7 +97,7 @@ def test_profile_end_to_end_over_ssh(test_host, remote_python, project, tmp_path
     assert lines == {("samples/rmsnorm.py", 17)}
 
 
-def test_only_needed_files_travel(test_host, remote_python, tmp_path, cache):
+def test_only_needed_files_travel(test_host, remote_python, tmp_path, ssh_cache):
     root = tmp_path / "proj"
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "__init__.py").write_text("")
@@ -123,7 +114,7 @@ def test_only_needed_files_travel(test_host, remote_python, tmp_path, cache):
 
 
 def test_user_code_raising_remotely_maps_to_the_local_file(
-    test_host, remote_python, project, tmp_path, cache
+    test_host, remote_python, project, tmp_path, ssh_cache
 ):
     outcome, _ = profile(project, target(test_host, remote_python, tmp_path), "slow.py::fails")
     error = outcome["error"]
@@ -133,7 +124,7 @@ def test_user_code_raising_remotely_maps_to_the_local_file(
     assert "runs/" not in error["traceback"]
 
 
-def test_unsaved_buffer_goes_to_the_host(test_host, remote_python, project, tmp_path, cache):
+def test_unsaved_buffer_goes_to_the_host(test_host, remote_python, project, tmp_path, ssh_cache):
     buffer = (project / "samples" / "rmsnorm.py").read_text().replace(
         "return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight",
         "return torch.rms_norm(x, (x.shape[-1],), weight, eps)", 1,
@@ -150,7 +141,7 @@ def test_unsaved_buffer_goes_to_the_host(test_host, remote_python, project, tmp_
     assert outcome["dispatches_per_step"] == 1
 
 
-def test_hostile_names_reach_the_host_unharmed(test_host, remote_python, tmp_path, cache):
+def test_hostile_names_reach_the_host_unharmed(test_host, remote_python, tmp_path, ssh_cache):
     hostile = "we ird 'q' \"dq\" $(touch PWNED) ;& `id` *"
     root = tmp_path / hostile
     root.mkdir()
@@ -172,7 +163,7 @@ def failure(root, tgt, **kw) -> dict:
     return caught.value.error
 
 
-def test_unreachable_host(test_host, remote_python, project, tmp_path, cache):
+def test_unreachable_host(test_host, remote_python, project, tmp_path, ssh_cache):
     from tests.targets.sshd import free_port
 
     config = test_host.client_config("closed", Port=str(free_port()))
@@ -184,7 +175,7 @@ def test_unreachable_host(test_host, remote_python, project, tmp_path, cache):
     assert "Connection refused" in error["message"]
 
 
-def test_authentication_refused(test_host, remote_python, project, tmp_path, cache):
+def test_authentication_refused(test_host, remote_python, project, tmp_path, ssh_cache):
     from tests.targets.sshd import keygen
 
     keygen(tmp_path / "stranger")
@@ -196,7 +187,7 @@ def test_authentication_refused(test_host, remote_python, project, tmp_path, cac
 
 
 def test_changed_host_key_is_refused_never_ignored(
-    test_host, remote_python, project, tmp_path, cache
+    test_host, remote_python, project, tmp_path, ssh_cache
 ):
     from tests.targets.sshd import keygen
 
@@ -212,12 +203,12 @@ def test_changed_host_key_is_refused_never_ignored(
     assert "never turns off host key checking" in error["message"]
 
 
-def test_remote_python_missing(test_host, project, tmp_path, cache):
+def test_remote_python_missing(test_host, project, tmp_path, ssh_cache):
     error = failure(project, target(test_host, "/nowhere/python3", tmp_path))
     assert "'/nowhere/python3' was not found on trn-test-host" in error["message"]
 
 
-def test_torch_missing_on_the_host(test_host, project, tmp_path, cache):
+def test_torch_missing_on_the_host(test_host, project, tmp_path, ssh_cache):
     from tests.conftest import python_without_trnlens
 
     bare = python_without_trnlens(tmp_path / "bare", with_torch=False)
@@ -240,7 +231,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_cancel_mid_run_leaves_no_remote_process(
-    test_host, remote_python, project, tmp_path, cache
+    test_host, remote_python, project, tmp_path, ssh_cache
 ):
     tgt = target(test_host, remote_python, tmp_path)
     request = ProfileRequest(
@@ -273,7 +264,7 @@ def test_cancel_mid_run_leaves_no_remote_process(
     assert remote_runs(tmp_path) == []
 
 
-def test_connection_dropped_mid_run(test_host, remote_python, project, tmp_path, cache):
+def test_connection_dropped_mid_run(test_host, remote_python, project, tmp_path, ssh_cache):
     tgt = target(test_host, remote_python, tmp_path)
     request = ProfileRequest(
         variants=[{"path": str(project / "slow.py"), "qualname": "slow"}], project_root=project,
@@ -312,20 +303,20 @@ def _session_sshd_pids(test_host) -> list[int]:
     return [int(p) for p in children.stdout.split()]
 
 
-def test_timeout_stops_the_remote_run(test_host, remote_python, project, tmp_path, cache):
+def test_timeout_stops_the_remote_run(test_host, remote_python, project, tmp_path, ssh_cache):
     tgt = target(test_host, remote_python, tmp_path)
     pids: list[int] = []
     request = ProfileRequest(
         variants=[{"path": str(project / "slow.py"), "qualname": "slow"}], project_root=project,
-        backend="cpu", warmup=1, steps=40, repeats=3, timeout_s=6,
+        backend="cpu", warmup=1, steps=40, repeats=3, timeout_s=10,
     )  # fmt: skip
 
     def progress(message):
-        if message["phase"] == "measuring" and not pids:
+        if not pids:  # the first message: the agent is up and its pid recorded
             pids.extend(_agent_pids(tmp_path))
 
     with Store(project) as store, pytest.raises(AgentFailure) as caught:
         asyncio.run(run_profile(request, store, tgt, on_progress=progress))
-    assert "longer than 6 s" in caught.value.error["message"]
+    assert "longer than 10 s" in caught.value.error["message"]
     time.sleep(0.5)
     assert pids and not any(_alive(p) for p in pids)

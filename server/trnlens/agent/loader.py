@@ -39,6 +39,14 @@ class Project:
         parts = set(os.path.relpath(path, self.root).split(os.sep))
         return not parts.intersection(_ENV_DIRS) and not path.startswith(_AGENT_DIR)
 
+    def is_user_module_file(self, filename: str) -> bool:
+        """This project's files, or files from where earlier requests put users' code."""
+        if self.is_project_file(filename):
+            return True
+        path = os.path.abspath(filename)
+        roots = tuple(d.rstrip(os.sep) + os.sep for d in _USER_DIRS)
+        return path.startswith(roots) and not set(path.split(os.sep)).intersection(_ENV_DIRS)
+
     def relpath(self, filename: str) -> str:
         return errors.relative_to(self.root, os.path.abspath(filename))
 

@@ -21,6 +21,7 @@ import traceback
 from . import errors
 from .measure import Cancelled
 from .protocol import AGENT_VERSION, SCHEMA_VERSION, Channel, parse_line
+from .reloader import RestartNeeded
 from .runner import Runner
 
 
@@ -28,6 +29,7 @@ class Agent:
     def __init__(self, channel: Channel, stop_on_eof: bool = False):
         self.channel = channel
         self.stop_on_eof = stop_on_eof
+        self.exit_after = False  # set when a request asked for a fresh process
         self.requests: queue.Queue = queue.Queue()
         self.current: str | None = None
         self.cancel_requested = threading.Event()
@@ -85,6 +87,8 @@ class Agent:
                 continue
             if message is None or message["type"] == "shutdown":
                 return 0
+            if self.exit_after:
+                return 0
             if message["type"] != "profile":
                 self.channel.send(
                     {
@@ -97,6 +101,8 @@ class Agent:
                 )
                 continue
             self.handle(message)
+            if self.exit_after:
+                return 0
 
     def handle(self, request: dict) -> None:
         request_id = request.get("id")
@@ -122,6 +128,16 @@ class Agent:
             finally:
                 with self._lock:
                     self.current = None
+        except RestartNeeded as exc:
+            self.channel.send(
+                {
+                    "type": "error",
+                    "id": request_id,
+                    "error": errors.AgentError("restart", str(exc)).to_json(),
+                }
+            )
+            self.exit_after = True
+            return
         except (Cancelled, KeyboardInterrupt):
             reply = {
                 "type": "error",
@@ -167,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             "pid": os.getpid(),
             "python": platform.python_version(),
             "executable": sys.executable,
+            "neuron_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
         }
     )
     reader = threading.Thread(target=agent.read, args=(sys.stdin,), daemon=True)

@@ -78,7 +78,9 @@ class Measurer:
         with self.context():
             if self.backend.name == "neuron":
                 # Eager Neuron compiles a NEFF per op on first use: minutes, not a hang.
-                self.progress("compiling", "first call: Neuron compiles NEFFs, this can take minutes")
+                self.progress(
+                    "compiling", "first call: Neuron compiles NEFFs, this can take minutes"
+                )
             else:
                 self.progress("compiling" if compiled else "warm-up", "first call")
             m.first_call_us = self._one_step(step)

@@ -40,7 +40,9 @@ PHASES = (
 
 # Error kinds, mapped to CLI exit codes by the server: the agent knows what failed, the server
 # decides what that means for the user.
-ERROR_KINDS = ("usage", "user_code", "environment", "cancelled", "internal")
+ERROR_KINDS = ("usage", "user_code", "environment", "cancelled", "internal", "restart")
+# "restart": the agent cannot run the request cleanly in this process (see reloader.py) and
+# exits after saying so; the server starts a fresh agent and sends the request again.
 
 
 class Channel:

@@ -22,6 +22,9 @@ from typing import Any
 from . import errors, inputs, loader, sources
 from .measure import Cancelled, Measurer, Settings
 from .protocol import SCHEMA_VERSION
+from .reloader import Reloader
+
+PROCESS_RELOADER = Reloader()
 
 DEFAULTS = {"backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "inference"}
 MODES = ("inference", "training")
@@ -33,8 +36,16 @@ def new_run_id() -> str:
 
 
 class Runner:
-    def __init__(self, request: dict, progress: Callable[..., None], cancelled: Callable[[], bool]):
+    def __init__(
+        self,
+        request: dict,
+        progress: Callable[..., None],
+        cancelled: Callable[[], bool],
+        reloader: Reloader | None = None,
+    ):
         self.request = request
+        # One reloader per process: what this process has loaded is the process's state.
+        self.reloader = reloader or PROCESS_RELOADER
         self._progress = progress
         self.cancelled = cancelled
         self.variant_index = 0
@@ -99,7 +110,8 @@ class Runner:
             options["device"] = self.request["device"]
         backend = backends.select(backend_name, torch, options, artifacts_dir)
 
-        loader.forget_user_modules(project)
+        memory_cap = options.get("memory_cap_mb")
+        reload_notes = self.reloader.prepare(project, torch, memory_cap)
         loader.install(project)
         results = []
         modules: dict[str, types.ModuleType] = {}
@@ -126,6 +138,10 @@ class Runner:
                 result["warnings"][:0] = backend.warnings
                 backend.warnings.clear()
             results.append(result)
+        self.reloader.record(project)
+        self.reloader.check_compile_settings(torch)  # may ask for a fresh process instead
+        for note in reload_notes:
+            results[0]["warnings"].append(f"warm agent: {note}")
         busy = _machine_load_warning()
         if busy:
             for result in results:
@@ -144,7 +160,7 @@ class Runner:
         return {
             "schema_version": SCHEMA_VERSION,
             "run_id": run_id,
-            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
             "function": {
                 "path": project.relpath(path),
                 "qualname": variant.get("qualname"),
