@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from lsprotocol import types
 from trnlens.analysis import Location, analyse_source
 from trnlens.fixvariants import NoFix, fix_variants
 from trnlens.lsp.analysis import (
+    DEBOUNCE_S,
     AnalysisService,
     measured_text,
     split_lines,
@@ -157,3 +159,36 @@ def test_summarize_reads_figures_and_labels_by_time_basis():
     answer = summarize("f", outcome)
     assert "compiled failed: compile failed" in answer["message"]
     assert answer["lens"] == "fixed 3.00× · compiled failed · 6/1/1 dispatches"
+
+
+class _Config:
+    def settings_for(self, root) -> Settings:
+        return Settings()
+
+
+class _PublishingServer(_Server):
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = _Config()
+        self.published: list[list] = []
+        self.service: AnalysisService | None = None
+
+    def publish(self, uri: str, force: bool = False) -> None:
+        doc = self.documents[uri]
+        self.published.append(self.service.provider(doc, Settings()))
+
+
+async def test_edits_are_analysed_once_typing_pauses():
+    server = _PublishingServer()
+    service = server.service = AnalysisService(server)  # type: ignore[arg-type]
+    doc = _doc(MODEL)
+    server.documents[doc.uri] = doc
+    assert [d.code for d in service.provider(doc, Settings())] == ["TRN001"]  # open: at once
+    before = service.current(doc)
+    for step in range(3):  # keystrokes: the previous findings stand, one analysis is pending
+        doc.text = MODEL.replace("return x * torch.rsqrt", "return x / torch.rsqrt") + "#" * step
+        assert [d.code for d in service.provider(doc, Settings())] == ["TRN001"]
+        assert service._cache[doc.uri] is before and len(service._pending) == 1
+    await asyncio.sleep(DEBOUNCE_S * 3)
+    assert server.published == [[]]  # once, after the pause, on the last text
+    assert service._cache[doc.uri].text == doc.text and not service._pending
