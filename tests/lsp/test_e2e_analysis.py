@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 from lsprotocol import types
@@ -205,6 +206,12 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
             r"⇄ Compare variants · fixed [\d.]+× · compiled [\d.]+× · 6/2/1 dispatches · just now",
             title,
         ), title
+
+        # The profile lens keeps showing the function as written: the watcher picks the stored
+        # comparison up, but its fixed and compiled variants are not the function's profile.
+        await asyncio.sleep(1.5)  # past the watcher's debounce
+        profile = (await ed.lenses(uri))["rmsnorm_naive"].command.title
+        assert "· 6 dispatches ·" in profile, profile
 
         # Measure the fix: the code action's command gives the same comparison.
         actions = await actions_at(ed, uri, NAIVE_RSQRT)

@@ -293,6 +293,15 @@ def _settle(job: Job, value: dict | None = None, error: str | None = None) -> No
         done.set_result(value)
 
 
+def latest_profile(store, path: str, qualname: str) -> dict | None:
+    """The latest run that measured the function as written. A comparison stores its fixed
+    (``source``) and compiled variants under the same function: they are not its profile."""
+    for run in store.runs(path, qualname, limit=10):
+        if (run.get("variant") or {}).get("kind", "function") == "function":
+            return run
+    return None
+
+
 def _allowed_target(settings: Settings, name: str | None) -> Target:
     try:
         target = settings.target_named(name)

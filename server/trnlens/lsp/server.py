@@ -25,7 +25,7 @@ from trnlens.lsp import actions, commands, diagnostics, hints, hovers, lenses
 from trnlens.lsp.analysis import AnalysisService
 from trnlens.lsp.config import Config
 from trnlens.lsp.documents import ProfiledDocument
-from trnlens.lsp.runs import Runs
+from trnlens.lsp.runs import Runs, latest_profile
 from trnlens.lsp.watching import install as install_watching
 from trnlens.results import Result, SchemaMismatch
 from trnlens.store import Store
@@ -121,7 +121,7 @@ class TrnlensServer(LanguageServer):
         if store is None or analysis is None:
             return
         for qualname in analysis.symbols:
-            found = store.latest(doc.relpath, qualname)
+            found = latest_profile(store, doc.relpath, qualname)  # not a fixed/compiled variant
             if found is None:
                 continue
             try:

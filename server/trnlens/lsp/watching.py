@@ -30,6 +30,7 @@ from trnlens import history
 from trnlens.agent import sources
 from trnlens.lsp import format
 from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.runs import latest_profile
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings
 from trnlens.watch import Batch, WorkspaceWatcher
@@ -243,7 +244,7 @@ class Watching:
             for path, qualname in newest:
                 if path != doc.relpath or self.server.runs.job_state(doc.uri, qualname):
                     continue  # another file, or our own run still being placed by its job
-                found = store.latest(path, qualname)
+                found = latest_profile(store, path, qualname)  # not a comparison's variant
                 placed = doc.placements.get(qualname)
                 if found is None or (placed and placed.result.run_id == found["run_id"]):
                     continue
