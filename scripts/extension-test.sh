@@ -43,8 +43,20 @@ if ((NODE_MAJOR < 20)); then
 fi
 done_step
 
+# `npm ci` into DIR unless node_modules was installed from this very lock file (a stamp records
+# it): a clean install takes minutes here (code-server), and an unchanged one can be kept.
+npm_ci_once() {
+    local dir=$1 stamp="$1/node_modules/.trnlens-installed-from-lock"
+    if [[ -f "$stamp" ]] && cmp -s "$dir/package-lock.json" "$stamp"; then
+        echo "   already installed from this package-lock.json"
+        return
+    fi
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$dir/package-lock.json" "$stamp"
+}
+
 step "npm ci (extension)"
-(cd "$EXT" && npm ci --no-audit --no-fund --loglevel=error)
+npm_ci_once "$EXT"
 done_step
 
 step "type check and bundle"
@@ -88,16 +100,10 @@ step "npm ci (code-server 4.100.3, playwright-core)"
 RG_CACHE="${TMPDIR:-/tmp}/vscode-ripgrep-cache-1.15.11"
 mkdir -p "$RG_CACHE"
 tar czf "$RG_CACHE/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz" -C "$(dirname "$(command -v rg)")" rg
-# A stamp of the lock file it was installed from: code-server takes minutes to install, so an
-# unchanged install is kept.
-STAMP="$E2E/node_modules/.trnlens-installed-from-lock"
-if [[ ! -x "$E2E/node_modules/.bin/code-server" ]] || ! cmp -s "$E2E/package-lock.json" "$STAMP"; then
-    # node-pty's build runs `npx node-gyp`, which waits for a "yes" without npm_config_yes.
-    (cd "$E2E" && npm_config_yes=true npm ci --no-audit --no-fund --loglevel=error)
-    cp "$E2E/package-lock.json" "$STAMP"
-else
-    echo "   already installed"
-fi
+# node-pty's build runs `npx node-gyp`, which waits for a "yes" without npm_config_yes;
+# code-server's postinstall refuses to run as root unless npm_config_unsafe_perm is set (npm
+# itself no longer knows that setting and warns about it: the warning is expected).
+(export npm_config_yes=true npm_config_unsafe_perm=true; npm_ci_once "$E2E")
 done_step
 
 step "e2e in code-server"

@@ -67,5 +67,6 @@ def test_extension_builds_packages_and_passes_unit_and_code_server_tests():
         check=False,
     )
     output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-8000:]
+    steps = [line for line in output.splitlines() if line.startswith(("== ", "extension-test:"))]
+    assert done.returncode == 0, "\n".join(steps) + "\n...\n" + output[-6000:]
     assert "extension-test: all steps passed" in done.stdout
