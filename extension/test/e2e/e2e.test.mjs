@@ -155,6 +155,10 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     assert.ok(existsSync(VSIX), `no package at ${VSIX}: run npm run package first`);
     assert.ok(existsSync(PYTHON), `no interpreter at ${PYTHON}`);
     mkdirSync(ARTIFACTS, { recursive: true });
+    // Screenshots of an earlier run must not pass for this one's.
+    for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure']) {
+      rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
+    }
     cpSync(join(repo, 'samples'), samples, {
       recursive: true,
       filter: (source) => !source.includes('.trnlens') && !source.includes('__pycache__'),
