@@ -70,6 +70,7 @@ export const state = {
   externalUris: new Map<string, string>(),
   extensions: new Map<string, { isActive: boolean; exports: unknown; activate(): Promise<unknown> }>(),
   statusItems: [] as Array<Record<string, unknown>>,
+  channels: [] as Array<{ name: string; lines: string[]; shown: number }>,
   configurationChanged: new FakeEventEmitter<{ affectsConfiguration(section: string): boolean }>(),
   trustGranted: new FakeEventEmitter<void>(),
 };
@@ -90,6 +91,7 @@ export function reset(): void {
   state.externalUris = new Map();
   state.extensions = new Map();
   state.statusItems = [];
+  state.channels = [];
   state.configurationChanged = new FakeEventEmitter();
   state.trustGranted = new FakeEventEmitter();
 }
@@ -140,8 +142,20 @@ const fake = {
       state.quickPicks.push({ labels: items.map((item) => item.label), placeHolder: options.placeHolder });
       return state.quickPick(items);
     },
-    createOutputChannel() {
-      throw new Error('tests pass their own log');
+    createOutputChannel(name: string) {
+      const channel = { name, lines: [] as string[], shown: 0 };
+      const write = (level: string) => (message: unknown) => void channel.lines.push(`${level} ${String(message)}`);
+      state.channels.push(channel);
+      return {
+        name,
+        trace: write('trace'),
+        debug: write('debug'),
+        info: write('info'),
+        warn: write('warn'),
+        error: write('error'),
+        show: () => void channel.shown++,
+        dispose: () => undefined,
+      };
     },
     createStatusBarItem(id: string) {
       const item: Record<string, unknown> = { id, visible: false };
