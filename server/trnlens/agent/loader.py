@@ -105,6 +105,38 @@ def _add_search_dir(directory: str) -> None:
         sys.path.insert(0, directory)
 
 
+def materialize(root: str, sources: dict[str, str], prune: bool = False) -> None:
+    """Writes shipped project files (``sources``: relative path -> text) under ``root``.
+
+    A remote run sends the files it needs inside the request, saving a round trip; a path that
+    would land outside ``root`` is refused. Files whose text is unchanged are not rewritten (the
+    warm agent keeps their modules). With ``prune``, other ``.py`` files under ``root`` (left by
+    earlier runs) are removed, so nothing the user deleted can still be imported.
+    """
+    base = os.path.abspath(root)
+    wanted = set()
+    for relative, text in sources.items():
+        path = os.path.abspath(os.path.join(base, relative))
+        if os.path.isabs(relative) or not path.startswith(base + os.sep):
+            raise errors.usage(f"refusing to write {relative!r} outside the project")
+        wanted.add(path)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.read() == text:
+                    continue
+        except (OSError, UnicodeDecodeError):
+            pass
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    if prune and sources:
+        for directory, _, names in os.walk(base):
+            for name in names:
+                path = os.path.join(directory, name)
+                if name.endswith(".py") and path not in wanted:
+                    os.remove(path)
+
+
 def forget_user_modules(project: Project) -> None:
     """Drops the modules loaded from users' code (this project's, or an earlier request's), so
     the next import reads the current text. Installed packages are never touched."""

@@ -10,6 +10,7 @@ does not stop in time (a run stuck in C code).
 from __future__ import annotations
 
 import _thread
+import gc
 import json
 import os
 import platform
@@ -160,6 +161,9 @@ class Agent:
             self.channel.send(reply)
         except KeyboardInterrupt:  # a late cancel must not eat the answer
             self.channel.send(reply)
+        # Collect the run's garbage now, between requests, so that it neither weighs on the
+        # next measurement nor delays the answer just sent.
+        gc.collect()
 
 
 def main(argv: list[str] | None = None) -> int:

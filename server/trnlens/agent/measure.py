@@ -46,6 +46,7 @@ class Measurement:
     device_time_per_step_us: float = 0.0
     peak_memory_bytes: int | None = None
     first_call_us: float | None = None
+    steps_us: float = 0.0  # all calls of the user's code in every pass, synchronised
     ops: list = field(default_factory=list)
     lines: list = field(default_factory=list)
     timing: dict | None = None
@@ -61,6 +62,7 @@ class Measurer:
         self.settings = settings
         self.progress = progress
         self.cancelled = cancelled
+        self.steps_us = 0.0
 
     def _check(self) -> None:
         if self.cancelled():
@@ -70,7 +72,9 @@ class Measurer:
         start = time.perf_counter()
         step()
         self.backend.synchronize()
-        return (time.perf_counter() - start) * 1e6
+        elapsed = (time.perf_counter() - start) * 1e6
+        self.steps_us += elapsed  # what the user's code cost; the rest is trnlens's overhead
+        return elapsed
 
     def run(self, step, *, compiled: bool, out_dir: str, project) -> Measurement:
         m = Measurement()
@@ -129,6 +133,7 @@ class Measurer:
         if s.timing:
             self.progress("timing", f"up to {s.repeats} synchronised calls")
             m.timing = self._timing(step)
+        m.steps_us = self.steps_us
         return m
 
     def _device_time(self, host_events) -> float:

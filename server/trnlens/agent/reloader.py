@@ -7,7 +7,7 @@ Before each request:
   is dropped, with every user module that imports it, directly or not (found statically: a
   ``from helper import CONSTANT`` leaves no runtime trace to follow);
 - global state user code may have changed is put back: the torch settings below, RNG seeds,
-  garbage, cached device memory.
+  cached device memory (and garbage is collected between requests, see main.py).
 Some things cannot be undone in place; then the agent asks to be restarted (``RestartNeeded``)
 and the server retries the run on a fresh process, saying why: a changed C extension, compile
 settings that changed between runs, a profiler left running, memory above the cap.
@@ -16,7 +16,6 @@ settings that changed between runs, a profiler left running, memory above the ca
 from __future__ import annotations
 
 import ast
-import gc
 import hashlib
 import os
 import random
@@ -43,6 +42,8 @@ class LoadedModule:
 class Reloader:
     root: str | None = None  # the project the loaded modules belong to
     modules: dict[str, LoadedModule] = field(default_factory=dict)
+    # Modules seen not to be users' code (torch's thousands): never looked at twice.
+    not_user: set[str] = field(default_factory=set)
     torch_settings: dict | None = None
     compile_settings: dict | None = None
 
@@ -54,6 +55,7 @@ class Reloader:
             # Another project: its `utils.py` is not this one's. Start from a clean slate.
             loader.forget_user_modules(project)
             self.modules.clear()
+            self.not_user.clear()  # another project's files may be user code now
             self.root = project.root
         stale = self._stale(project)
         if stale:
@@ -67,7 +69,8 @@ class Reloader:
         numpy = sys.modules.get("numpy")
         if numpy is not None:
             numpy.random.seed(0)
-        gc.collect()
+        # The previous run's garbage was collected right after its answer went out (main.py),
+        # off the path of this request.
         if memory_cap_mb:
             rss = _rss_mb()
             if rss is not None and rss > memory_cap_mb:
@@ -117,8 +120,11 @@ class Reloader:
     def record(self, project: Project) -> None:
         """Notes the user modules now loaded, with the hash of the text they were loaded from."""
         for name, module in list(sys.modules.items()):
+            if name in self.modules or name in self.not_user:
+                continue
             path = getattr(module, "__file__", None)
-            if not path or name in self.modules or not project.is_user_module_file(path):
+            if not path or not project.is_user_module_file(path):
+                self.not_user.add(name)
                 continue
             digest = _digest_of(project, path)
             if digest is None:

@@ -45,6 +45,7 @@ PREPARE = (
 )
 UPLOAD = 'cat > "$1.part.$$" && mv -f -- "$1.part.$$" "$1"'
 UNPACK = 'mkdir -p -- "$1/src" "$1/artifacts" && tar -xzf - -C "$1/src"'
+FETCH = 'cd -- "$1/artifacts" && tar -czf - .; status=$?; cd / && rm -rf -- "$1"; exit $status'
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -223,21 +224,31 @@ class SshTarget:
         files = needed_files(local_root, entries, buffers)
         run_dir = f"{self._workdir_abs}/runs/{uuid.uuid4().hex}"
         warnings: list[str] = []
+        sources: dict[str, str] = {}
         if self.remote_root:
             src = self.remote_root
             await self.checked(["mkdir", "-p", "--", f"{run_dir}/artifacts"], "creating the run")
             warnings = await self._compare_remote_root(local_root, files, buffers)
         else:
-            src = f"{run_dir}/src"
-            archive = _tar_gz(local_root, files, buffers)
-            await self.checked(
-                ["sh", "-c", UNPACK, "sh", run_dir], "uploading the sources", stdin=archive
-            )
+            # One source tree per local project (not per run): unchanged modules stay loaded in
+            # the warm agent between runs. Runs on one target are serialised by the caller.
+            tag = hashlib.sha256(str(local_root).encode()).hexdigest()[:12]
+            src = f"{self._workdir_abs}/projects/{tag}/src"
+            shipped = _as_text(local_root, files, buffers)
+            if shipped is not None:
+                sources = shipped  # inside the request: no extra round trip
+            else:  # a file that is not UTF-8 text: ship an archive
+                src = f"{run_dir}/src"
+                archive = _tar_gz(local_root, files, buffers)
+                await self.checked(
+                    ["sh", "-c", UNPACK, "sh", run_dir], "uploading the sources", stdin=archive
+                )
         options = dict(payload.get("options") or {})
         # One NEFF cache per host, not per run: a repeat profile skips the Neuron compiles.
         options.setdefault("neff_cache_dir", f"{self._workdir_abs}/neff-cache")
         staged_payload = {
             **payload,
+            "sources": sources,
             "project_root": src,
             "artifacts_dir": f"{run_dir}/artifacts",
             "options": options,
@@ -273,9 +284,9 @@ class SshTarget:
         ]
 
     async def collect(self, staged: Staged, outcome: dict, store) -> None:
-        data = await self.checked(
-            ["tar", "-czf", "-", "-C", f"{staged.run_dir}/artifacts", "."], "fetching artifacts"
-        )
+        # Fetch and remove in one round trip; discard() is then a no-op.
+        data = await self.checked(["sh", "-c", FETCH, "sh", staged.run_dir], "fetching artifacts")
+        staged.run_dir = None
         _extract(data, Path(store.staging_dir()))
         local_root, remote_src = staged.extras["local_root"], staged.extras["remote_src"]
         runs = outcome["variants"] if "variants" in outcome else [outcome]
@@ -291,6 +302,20 @@ class SshTarget:
                 await self.run(["rm", "-rf", "--", staged.run_dir], timeout=60)
             except (asyncio.TimeoutError, OSError):
                 pass
+
+
+def _as_text(root: Path, files: list[Path], buffers: dict[Path, str]) -> dict[str, str] | None:
+    shipped = {}
+    for path in files:
+        if path in buffers:
+            text = buffers[path]
+        else:
+            try:
+                text = path.read_text("utf-8")
+            except UnicodeDecodeError:
+                return None
+        shipped[path.relative_to(root).as_posix()] = text
+    return shipped
 
 
 def _tar_gz(root: Path, files: list[Path], buffers: dict[Path, str]) -> bytes:

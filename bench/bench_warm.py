@@ -1,0 +1,116 @@
+"""Benchmark: a warm repeat profile against a cold one and a hand-written torch.profiler script.
+
+For a small function (RMSNorm on (4, 64, 256)), measured in one run, on the local CPU target and
+on a remote target over a test SSH server (started here; needs root and openssh-server):
+  - cold: a new agent process (torch imported) and one profile;
+  - warm repeat: the same agent again (median of 5);
+  - the hand-written script (`python script.py`, fresh interpreter; over a fresh ssh remotely);
+  - ratios (goal: the warm repeat at least 5x faster than the script) and trnlens's overhead
+    beyond the profiled steps (the request's wall time minus the time spent in the user's
+    code in every pass, from the result's accounting; goal: under 150 ms).
+Run: .venv/bin/python bench/bench_warm.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from trnlens.jobs import AgentProcess, ProfileRequest, run_profile  # noqa: E402
+from trnlens.store import Store  # noqa: E402
+from trnlens.targets.local import LocalTarget  # noqa: E402
+from trnlens.targets.ssh import SshTarget, control_dir  # noqa: E402
+
+from bench.bench_remote import MODEL, SCRIPT  # noqa: E402
+from tests.conftest import python_without_trnlens  # noqa: E402
+from tests.targets import sshd  # noqa: E402
+
+REPEATS = 5
+
+
+async def profile_times(root: Path, target) -> dict:
+    request = ProfileRequest(
+        variants=[{"path": str(root / "model.py"), "qualname": "naive"}], project_root=root,
+        backend="cpu", warmup=3, steps=5, repeats=20,
+    )  # fmt: skip
+    agent = AgentProcess(target)
+    with Store(root) as store:
+        started = time.perf_counter()
+        await run_profile(request, store, target, agent=agent)
+        cold = time.perf_counter() - started
+        warm, overhead = [], []
+        for _ in range(REPEATS):
+            started = time.perf_counter()
+            result = await run_profile(request, store, target, agent=agent)
+            elapsed = time.perf_counter() - started
+            warm.append(elapsed)
+            overhead.append(elapsed - result["accounting"]["steps_us"] / 1e6)
+    await agent.close()
+    return {"cold": cold, "warm": statistics.median(warm), "overhead": statistics.median(overhead)}
+
+
+def script_time(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def table(title: str, times: dict, script: float) -> None:
+    print(title)
+    rows = [
+        ("cold profile (new agent)", times["cold"], f"{script / times['cold']:.2f}x"),
+        (f"warm repeat (median of {REPEATS})", times["warm"], f"{script / times['warm']:.2f}x"),
+        ("hand-written torch.profiler script (baseline)", script, "1.00x"),
+    ]
+    print(f"  {'what':48s} {'seconds':>8s} {'script / this':>14s}")
+    for label, seconds, ratio in rows:
+        print(f"  {label:48s} {seconds:8.3f} {ratio:>14s}")
+    goal = "met" if script / times["warm"] >= 5 else "NOT met"
+    print(f"  warm repeat vs script: {script / times['warm']:.1f}x faster (goal >= 5x: {goal})")
+    met = "met" if times["overhead"] < 0.150 else "NOT met"
+    print(f"  overhead beyond the profiled steps: {times['overhead'] * 1000:.0f} ms "
+          f"(goal < 150 ms: {met})")  # fmt: skip
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")
+        root = tmp / "project"
+        root.mkdir()
+        (root / "pyproject.toml").write_text("")
+        (root / "model.py").write_text(textwrap.dedent(MODEL))
+        (root / "script.py").write_text(textwrap.dedent(SCRIPT))
+        local = asyncio.run(profile_times(root, LocalTarget()))
+        script = script_time([sys.executable, str(root / "script.py"), str(root)])
+        table("local CPU target, RMSNorm (4, 64, 256)", local, script)
+        if os.geteuid() != 0 or not os.path.exists(sshd.SSHD):
+            print("remote: skipped (needs root and openssh-server)")
+            return
+        host = sshd.start(tmp / "sshd")
+        try:
+            python = python_without_trnlens(tmp / "remote-venv")
+            remote = SshTarget(name="bench", host=host.alias, ssh_args=host.ssh_args(),
+                               python=str(python), workdir=str(tmp / "work"))  # fmt: skip
+            times = asyncio.run(profile_times(root, remote))
+            ssh = ["ssh", *host.ssh_args(), "-o", "ControlPath=none", host.alias]
+            script = script_time([*ssh, str(python), str(root / "script.py"), str(root)])
+            print()
+            table("remote target over ssh (test server on 127.0.0.1)", times, script)
+        finally:
+            host.stop()
+            subprocess.run(["pkill", "-f", str(control_dir())], capture_output=True)
+
+
+if __name__ == "__main__":
+    main()
