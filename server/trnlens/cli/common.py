@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from trnlens import project
+from trnlens import project, warm
 from trnlens.cli import exitcodes
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
 from trnlens.store import Store
@@ -70,6 +70,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", default="table", choices=["table", "json"])
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--warm",
+        nargs="?",
+        type=float,
+        const=600.0,
+        metavar="SECONDS",
+        help="run on a warm agent kept alive between calls for SECONDS (default 600)",
+    )
 
 
 def parse_spec(spec: str) -> tuple[Path, str]:
@@ -105,7 +113,11 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
             print(f"[{message['variant']}] {message['phase']}{text}", file=sys.stderr)
 
     try:
-        outcome = asyncio.run(run_profile(request, store, target, on_progress=progress))
+        if args.warm is not None:
+            work = warm.run_warm(request, args.target or "local", args.python, args.warm, progress)
+        else:
+            work = run_profile(request, store, target, on_progress=progress)
+        outcome = asyncio.run(work)
     except AgentFailure as failure:
         error = failure.error
         where = f" at {error['path']}:{error['line']}" if error.get("path") else ""
