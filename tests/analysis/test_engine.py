@@ -132,3 +132,21 @@ def test_nested_functions_get_python_qualnames() -> None:
     )
     (finding,) = analyse_source(source, "m.py")
     assert finding.qualname == "A.outer.<locals>.inner"
+
+
+def test_compiled_functions_are_not_flagged_as_unfused():
+    from trnlens.analysis import analyse_source
+
+    text = (
+        "import torch\n\n\n"
+        "@torch.compile\n"
+        "def compiled(x, w, eps=1e-6):\n"
+        "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w\n\n\n"
+        "@torch.compile(mode='max-autotune')\n"
+        "def tuned(x, w, eps=1e-6):\n"
+        "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w\n\n\n"
+        "def eager(x, w, eps=1e-6):\n"
+        "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w\n"
+    )
+    found = [(f.code, f.qualname) for f in analyse_source(text, "m.py")]
+    assert found == [("TRN001", "eager")]

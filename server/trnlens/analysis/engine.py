@@ -293,6 +293,20 @@ def _params(args: ast.arguments) -> list[str]:
     return [a.arg for a in every]
 
 
+# Rules about ops a compiler would fuse; host-device sync hazards (TRN1xx) stay relevant.
+FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"})
+_COMPILERS = frozenset({"torch.compile", "torch._dynamo.optimize"})
+
+
+def _compiled(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Decorated with ``torch.compile`` (bare or called with options)."""
+    for decorator in func.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if ast.unparse(target) in _COMPILERS:
+            return True
+    return False
+
+
 def _run(ctx: Context) -> Iterator[Finding]:
     """Every rule on one context. Selection is applied later, so that cached results serve any
     ``--select``; each rule is guarded so that one rule's failure costs only its own findings."""
@@ -301,9 +315,12 @@ def _run(ctx: Context) -> Iterator[Finding]:
         names = ctx.names
     except RecursionError:
         return
+    compiled = ctx.func is not None and _compiled(ctx.func)
     for rule in rules:
         if rule.triggers and rule.triggers.isdisjoint(names):
             continue
+        if compiled and rule.code in FUSION_CODES:
+            continue  # torch.compile already fuses this function's ops into one graph
         try:
             matches = list(rule.check(ctx))
             found = [to_finding(ctx, match, "") for match in matches]
