@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trnlens import units
 from trnlens.results import Result
 
 
 def fmt_time(us: float | None) -> str:
-    if us is None:
-        return "-"
-    if us < 1000:
-        return f"{us:.0f} µs" if us >= 10 else f"{us:.1f} µs"
-    if us < 1_000_000:
-        return f"{us / 1000:.2f} ms"
-    return f"{us / 1_000_000:.2f} s"
+    return units.duration(us)
 
 
 def fmt_bytes(n: int | None) -> str:
