@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# ``# noqa`` alone silences every code on the line; ``# noqa: TRN001, TRN1`` only those (a prefix
-# silences every code it starts, as ruff reads them).
+# A bare noqa comment silences every code on the line; one naming codes (TRN001, or a prefix
+# such as TRN1) silences only those, as ruff reads them.
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.I)
 
 
