@@ -2,7 +2,8 @@
 
 On a measured line: the ops that line dispatched, with each op's time apportioned by the line's
 share of that op's calls. On a function's header: the run's ops, most expensive first. Both end
-with the run's backend, device, target, mode and age, and a link to the chrome trace.
+with the run's backend, device, target, mode and age, a link to the chrome trace and, for a
+Neuron run, its NEFF/NTFF pairs and runtime traces with their sizes.
 """
 
 from __future__ import annotations
@@ -104,4 +105,18 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         path = artifacts / placement.result.run_id / trace["path"]
         lines.append("")
         lines.append(f"[chrome trace]({path.as_uri()}) (open in Perfetto or chrome://tracing)")
+    if artifacts is not None:
+        lines.extend(_neuron_lines(artifacts / placement.result.run_id))
     return "\n".join(lines)
+
+
+def _neuron_lines(run_dir: Path) -> list[str]:
+    """The run's NEFF/NTFF pairs and runtime traces with sizes (nothing when it has none)."""
+    from trnlens.explorer import artifacts as neuron_artifacts
+
+    profile = neuron_artifacts.find(run_dir)
+    if not profile.found:
+        return []
+    return ["", "**Neuron profile** (`trnlens explorer` opens it in Neuron Explorer):", ""] + (
+        neuron_artifacts.summary_lines(profile)
+    )
