@@ -23,6 +23,7 @@ SELECT_TARGET = "trnlens.server.selectTarget"
 CLEAR_RESULTS = "trnlens.server.clearResults"
 COMPARE = "trnlens.server.compare"
 MEASURE_FIX = "trnlens.server.measureFix"
+OPEN_EXPLORER = "trnlens.server.openExplorer"
 
 
 class CommandError(Exception):
@@ -144,6 +145,60 @@ async def clear_results(server: TrnlensServer, *args: Any) -> dict:
     return {"cleared": cleared}
 
 
+async def open_explorer(server: TrnlensServer, *args: Any) -> dict:
+    """{uri?, qualname?, runId?, target?, uiPort?, apiPort?} -> {url, apiUrl, displayNames,
+    tunnelReused, message}: the run's profile (runId, else the latest run of uri/qualname; none:
+    the profile list) in Neuron Explorer on its target, through an SSH tunnel for a remote one."""
+    from trnlens.explorer import launch
+    from trnlens.explorer.tunnel import API_PORT, UI_PORT, ExplorerError, Pool, Ports
+    from trnlens.lsp.runs import _build_target
+    from trnlens.targets.ssh import TargetError
+
+    arg = _argument(args)
+    uri, qualname, run_id = arg.get("uri"), arg.get("qualname"), arg.get("runId")
+    if uri is not None and not isinstance(uri, str):
+        raise CommandError("trnlens.server.openExplorer: uri must be a string")
+    root, relpath = server.root_and_relpath(server.path_of(uri)) if uri else (None, None)
+    root = root or server.default_root()
+    store = server.store(root)
+    run = None
+    if isinstance(run_id, str) and run_id:
+        ids = store.find_run_id(run_id) if store else []
+        if len(ids) != 1:
+            raise CommandError(f"{'no run' if not ids else f'{len(ids)} runs'} match {run_id!r}")
+        run = store.get(ids[0])
+    elif isinstance(qualname, str) and relpath and store is not None:
+        run = store.latest(relpath, qualname)
+    settings = server.config.settings_for(root)
+    try:
+        target = _build_target(
+            settings.target_named(arg.get("target") or (run or {}).get("target")), root
+        )
+        ports = Ports(int(arg.get("uiPort") or UI_PORT), int(arg.get("apiPort") or API_PORT))
+        pool = getattr(server, "explorer_tunnels", None)
+        if pool is None:
+            pool = server.explorer_tunnels = Pool()  # closed when the server exits
+        run_dir = store.artifacts / run["run_id"] if run and store else None
+        opened = await launch.open_explorer(
+            target, run, run_dir, pool, ports, launch.default_workdir(root)
+        )
+    except (KeyError, TargetError, ExplorerError, ValueError) as exc:
+        message = str(exc.args[0]) if isinstance(exc, KeyError) else str(exc)
+        server.show(f"trnlens: {message}", types.MessageType.Error)
+        raise CommandError(message) from None
+    server.show(f"trnlens: {opened.message}")
+    window = server.client_capabilities.window
+    if window and window.show_document and window.show_document.support:
+        server.window_show_document(types.ShowDocumentParams(uri=opened.url, external=True))
+    return {
+        "url": opened.url,
+        "apiUrl": opened.api_url,
+        "displayNames": opened.display_names,
+        "tunnelReused": opened.tunnel_reused,
+        "message": opened.message,
+    }
+
+
 HANDLERS = {
     PROFILE: profile,
     CANCEL: cancel,
@@ -151,4 +206,5 @@ HANDLERS = {
     CLEAR_RESULTS: clear_results,
     COMPARE: compare,
     MEASURE_FIX: measure_fix,
+    OPEN_EXPLORER: open_explorer,
 }
