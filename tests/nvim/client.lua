@@ -48,7 +48,8 @@ local client = vim.lsp.get_client_by_id(client_id)
 local function lens_titles()
   local titles = {}
   for _, lens in ipairs(vim.lsp.codelens.get(bufnr)) do
-    if lens.command then
+    -- The Profile lens only (a function with a fused alternative also has Compare variants).
+    if lens.command and lens.command.command == 'trnlens.server.profile' then
       titles[lens.command.arguments[1].qualname] = {
         title = lens.command.title, line = lens.range.start.line }
     end
@@ -60,7 +61,18 @@ vim.lsp.codelens.refresh()
 wait(10000, 'lenses', function() return lens_titles()['rmsnorm_naive'] ~= nil end)
 report.lenses_before = lens_titles()
 
--- Click: cursor on the lens's line, then run the lens there.
+-- Click: cursor on the lens's line, then run the lens there. With two lenses on the line
+-- Neovim asks which one (vim.ui.select): the user picks Profile.
+vim.ui.select = function(items, opts, on_choice)
+  for index, item in ipairs(items) do
+    local title = (opts.format_item and opts.format_item(item)) or tostring(item)
+    if title:find('Profile', 1, true) and not title:find('Compare', 1, true) then
+      return on_choice(item, index)
+    end
+  end
+  table.insert(report.errors, 'no Profile lens among ' .. #items .. ' choices')
+  on_choice(nil, nil)
+end
 vim.api.nvim_win_set_cursor(0, { report.lenses_before['rmsnorm_naive'].line + 1, 0 })
 vim.lsp.codelens.run()
 wait(180000, 'the run to end', function()
@@ -81,7 +93,7 @@ wait(10000, 'diagnostics', function() return #vim.diagnostic.get(bufnr) > 0 end)
 report.diagnostics = {}
 for _, d in ipairs(vim.diagnostic.get(bufnr)) do
   table.insert(report.diagnostics, { line = d.lnum, severity = d.severity, message = d.message,
-                                     source = d.source })
+                                     source = d.source, code = d.code })
 end
 
 local answer = client.request_sync('textDocument/inlayHint', {
