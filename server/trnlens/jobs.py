@@ -125,6 +125,7 @@ class AgentProcess:
             raise _failure("environment", "the agent did not start in time") from None
         if hello is None or hello.get("type") != "hello":
             await self.kill()
+            await self._settle_stderr()
             raise _failure("environment", f"the agent did not start: {self.stderr_tail()}")
         if hello.get("schema_version") != SCHEMA_VERSION:
             await self.kill()
@@ -138,6 +139,14 @@ class AgentProcess:
         assert self.proc and self.proc.stderr
         async for raw in self.proc.stderr:
             self._stderr.append(raw.decode("utf-8", "replace").rstrip())
+
+    async def _settle_stderr(self) -> None:
+        """Lets the last lines of a process that ended reach the buffer (for error messages)."""
+        if self._stderr_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
 
     def stderr_tail(self, lines: int = 20) -> str:
         return "\n".join(list(self._stderr)[-lines:]) or "(no output)"
@@ -171,6 +180,7 @@ class AgentProcess:
                 message = await self._next_or_hang()
                 if message is None:
                     code = await self.proc.wait()
+                    await self._settle_stderr()
                     raise self._died(code)
                 if message.get("type") == "pong" or message.get("id") != request_id:
                     continue
