@@ -47,9 +47,9 @@ export function profileDirs(root, settings) {
   return dirs;
 }
 
-function environment(dirs) {
+function environment(dirs, extra = {}) {
   // Everything code-server writes goes under the test's own folder, never into ~.
-  return { ...process.env, XDG_CONFIG_HOME: dirs.xdgConfig, XDG_DATA_HOME: dirs.xdgData };
+  return { ...process.env, ...extra, XDG_CONFIG_HOME: dirs.xdgConfig, XDG_DATA_HOME: dirs.xdgData };
 }
 
 export async function installExtension(dirs, vsix) {
@@ -75,8 +75,9 @@ async function freePort() {
   });
 }
 
-/** Starts code-server; returns {url, stop}. `trust` false leaves workspace trust on. */
-export async function startCodeServer(dirs, { trust }) {
+/** Starts code-server; returns {url, stop}. `trust` false leaves workspace trust on; `env`
+ * adds to the environment code-server (and so the extension host and trnlens's server) sees. */
+export async function startCodeServer(dirs, { trust, env = {} }) {
   const port = await freePort();
   const args = [
     '--auth', 'none',
@@ -94,7 +95,7 @@ export async function startCodeServer(dirs, { trust }) {
   // Its own process group (detached = setsid): stopping it must also stop its file watchers
   // and extension host, which outlive the main process otherwise.
   const child = spawn(CODE_SERVER, args, {
-    env: environment(dirs),
+    env: environment(dirs, env),
     detached: true,
     stdio: ['ignore', log, log],
   });
@@ -158,4 +159,19 @@ export async function openFile(page, url, folder, name) {
   await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor();
   await page.keyboard.press('Enter');
   await page.locator('.monaco-editor .view-lines').first().waitFor();
+}
+
+/** Runs a command from the Command Palette by its full title (e.g. "trnlens: Show Log"). */
+export async function runPaletteCommand(page, title) {
+  const input = page.locator('.quick-input-widget input');
+  for (let attempt = 0; attempt < 5; attempt++) {
+    await page.keyboard.press('Control+Shift+P');
+    if (await input.isVisible().catch(() => false)) {
+      break;
+    }
+    await page.waitForTimeout(1000);
+  }
+  await input.fill(`>${title}`);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor();
+  await page.keyboard.press('Enter');
 }

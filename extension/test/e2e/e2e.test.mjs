@@ -9,12 +9,19 @@
 //   untrusted: the same folder with workspace trust on and the folder not trusted: the server
 //              runs and shows what it knows (the stored run's diagnostic), but no profile lens,
 //              and the keybinding starts no run.
+//   explorer:  a workspace whose store holds a real Neuron run (the stand-in torch_neuronx's
+//              NEFF/NTFF/system trace, made with `trnlens profile --backend neuron --device cpu`)
+//              and the stand-in `neuron-explorer` on the server's PATH: `trnlens: Open in Neuron
+//              Explorer` starts the stand-in on 3001/3002 (the command names no ports), ingests
+//              the run, and the browser opens the stand-in's page (through code-server's
+//              /proxy/3001/ when asExternalUri maps it), which lists the run's profile.
 //
 // Environment: TRNLENS_VSIX (the package), TRNLENS_PYTHON (an interpreter with trnlens and
 // torch), TRNLENS_E2E_ARTIFACTS (screenshots; default test/e2e/artifacts).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -24,6 +31,7 @@ import {
   launchBrowser,
   openFile,
   profileDirs,
+  runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
 
@@ -37,6 +45,12 @@ const RUN_TIMEOUT = 120_000; // a first CPU profile takes 5-10 s here; leave roo
 
 const root = mkdtempSync(join(tmpdir(), 'trnlens-e2e-'));
 const samples = join(root, 'workspace', 'samples');
+// The explorer test's own copy, so the other tests' store stays as they expect it.
+const neuronSamples = join(root, 'workspace-neuron', 'samples');
+const STANDIN_EXPLORER = join(repo, 'tests', 'explorer', 'standin');
+const STANDIN_NEURON = join(repo, 'tests', 'agent', 'standin', 'neuron');
+// The extension's command names no ports, so the server uses Neuron Explorer's own: 3001/3002.
+const EXPLORER_PORTS = [3001, 3002];
 
 /** Monaco renders spaces as U+00A0; compare text as the user reads it. */
 const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
@@ -143,6 +157,45 @@ async function waitFor(what, probe, timeout) {
   throw new Error(`timed out waiting for ${what} (last seen: ${JSON.stringify(last)})`);
 }
 
+/** Whether something listens on 127.0.0.1:port. */
+function listening(port) {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.setTimeout(2000);
+    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('timeout', () => { socket.destroy(); resolve(false); });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+async function portsFree(ports) {
+  return (await Promise.all(ports.map(listening))).every((up) => !up);
+}
+
+/** Stops the explorer the server started (detached, its own session): by the pid it recorded. */
+async function stopExplorer(workdir) {
+  let pid;
+  try {
+    pid = Number(readFileSync(join(workdir, 'explorer.pid'), 'utf8').trim());
+  } catch {
+    return;
+  }
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, 'SIGTERM');
+    } catch {
+      // gone already, or not a group leader
+    }
+  }
+  await waitFor('the stand-in explorer to stop', () => portsFree(EXPLORER_PORTS), 15_000).catch(() => {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  });
+}
+
 async function statusText(page) {
   const items = await page.locator('.statusbar-item').allTextContents();
   return items.map(plain).find((text) => text.includes('trnlens')) ?? '';
@@ -156,7 +209,8 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     assert.ok(existsSync(PYTHON), `no interpreter at ${PYTHON}`);
     mkdirSync(ARTIFACTS, { recursive: true });
     // Screenshots of an earlier run must not pass for this one's.
-    for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure']) {
+    for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure',
+      'explorer', 'explorer-page', 'explorer-failure']) {
       rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
     }
     cpSync(join(repo, 'samples'), samples, {
@@ -175,17 +229,17 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     }
   });
 
-  async function session(name, trust, body) {
+  async function session(name, trust, body, { folder = samples, env = {} } = {}) {
     const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...(trust ? {} : {
       'security.workspace.trust.enabled': true,
       'security.workspace.trust.startupPrompt': 'never',
       'security.workspace.trust.untrustedFiles': 'open',
     }) });
     await installExtension(dirs, VSIX);
-    const server = await startCodeServer(dirs, { trust });
+    const server = await startCodeServer(dirs, { trust, env });
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {
-      await openFile(page, server.url, samples, 'rmsnorm.py');
+      await openFile(page, server.url, folder, 'rmsnorm.py');
       await body(page);
     } catch (error) {
       await page.screenshot({ path: join(ARTIFACTS, `${name}-failure.png`) }).catch(() => undefined);
@@ -274,5 +328,93 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await page.screenshot({ path: join(ARTIFACTS, 'untrusted.png') });
     });
     assert.deepEqual(storedRuns(), before);
+  });
+
+  it('opens a Neuron run in (the stand-in) Neuron Explorer', async (t) => {
+    // Another run of this test may hold the ports for a while; Neuron Explorer's are fixed.
+    await waitFor(`ports ${EXPLORER_PORTS.join(', ')} free`, () => portsFree(EXPLORER_PORTS), 180_000);
+    cpSync(join(repo, 'samples'), neuronSamples, {
+      recursive: true,
+      filter: (source) => !source.includes('.trnlens') && !source.includes('__pycache__'),
+    });
+    mkdirSync(join(neuronSamples, '.trnlens'));
+    // A real Neuron run: the CLI with the stand-in torch_neuronx (tensors stay on the CPU).
+    execFileSync(
+      PYTHON,
+      ['-m', 'trnlens', 'profile', 'rmsnorm.py::rmsnorm_naive', '--backend', 'neuron', '--device', 'cpu'],
+      {
+        cwd: neuronSamples,
+        env: { ...process.env, PYTHONPATH: STANDIN_NEURON },
+        timeout: RUN_TIMEOUT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    const runs = execFileSync(PYTHON, [
+      '-c',
+      'import sqlite3, sys; print("\\n".join(f"{r[0]} {r[1]}" for r in sqlite3.connect(sys.argv[1]).execute("select run_id, backend from runs")))',
+      join(neuronSamples, '.trnlens', 'runs.sqlite'),
+    ]).toString().trim().split('\n');
+    assert.equal(runs.length, 1, runs.join('; '));
+    const [runId, backend] = runs[0].split(' ');
+    assert.equal(backend, 'neuron');
+
+    const state = join(root, 'explorer-ingested.json');
+    const env = {
+      // VS Code's server replaces the extension host's env with the user's login shell's
+      // (bash -il resets PATH from /etc/profile) unless it was launched from its CLI: say so,
+      // or the server would not see the stand-in on PATH.
+      VSCODE_CLI: '1',
+      PATH: `${STANDIN_EXPLORER}:${process.env.PATH}`,
+      NEURON_EXPLORER_STANDIN_PORTS: EXPLORER_PORTS.join(','),
+      NEURON_EXPLORER_STANDIN_STATE: state,
+    };
+    const workdir = join(neuronSamples, '.trnlens', 'explorer');
+    try {
+      await session('explorer', true, async (page) => {
+        // The server is up once the lenses are.
+        await waitFor('the ▶ Profile lens', () => lensAbove(page, 'def rmsnorm_naive('), 60_000);
+        // The cursor in rmsnorm_naive: the command opens that function's latest run.
+        await page.keyboard.press('Control+G');
+        await page.keyboard.type('17');
+        await page.keyboard.press('Enter');
+        const popup = page.context().waitForEvent('page', { timeout: 90_000 });
+        popup.catch(() => undefined);
+        await runPaletteCommand(page, 'trnlens: Open in Neuron Explorer');
+        // VS Code may ask before opening a site, or say the browser blocked the new tab.
+        let explorer;
+        const deadline = Date.now() + 90_000;
+        while (!explorer && Date.now() < deadline) {
+          explorer = await Promise.race([popup, page.waitForTimeout(1000).then(() => undefined)]);
+          const button = page.locator('.monaco-dialog-box .monaco-button', { hasText: /^(Open|Retry)$/ });
+          if (!explorer && (await button.count()) > 0) {
+            await button.first().click().catch(() => undefined);
+          }
+        }
+        assert.ok(explorer, 'no Neuron Explorer page opened');
+        await explorer.waitForLoadState('domcontentloaded');
+        const url = new URL(explorer.url());
+        assert.ok(
+          url.port === '3001' || url.pathname.startsWith('/proxy/3001/'),
+          `the page opened is ${url}, neither port 3001 nor code-server's /proxy/3001/`,
+        );
+        t.diagnostic(`Neuron Explorer opened at ${url}`);
+        assert.equal(await explorer.title(), 'Neuron Explorer (stand-in)');
+        // Its script lists what the API says was ingested: this run's profile, by its name.
+        const name = `rmsnorm_naive ${runId.slice(0, 8)}`;
+        await explorer.locator('#profiles li', { hasText: name }).waitFor({ timeout: 30_000 });
+        await explorer.screenshot({ path: join(ARTIFACTS, 'explorer-page.png') });
+        const ingested = JSON.parse(readFileSync(state, 'utf8'));
+        assert.equal(ingested.length, 1, JSON.stringify(ingested));
+        assert.equal(ingested[0].name, name);
+        assert.ok(ingested[0].dir.startsWith(join(neuronSamples, '.trnlens', 'artifacts', runId)));
+        assert.deepEqual(ingested[0].files.filter((f) => f.endsWith('.pb')), ['ntrace.pb', 'trace_info.pb']);
+        await page.bringToFront();
+        await page.waitForTimeout(1000);
+        await page.screenshot({ path: join(ARTIFACTS, 'explorer.png') });
+      }, { folder: neuronSamples, env });
+    } finally {
+      await stopExplorer(workdir);
+    }
+    assert.ok(await portsFree(EXPLORER_PORTS), 'the stand-in explorer still listens');
   });
 });
