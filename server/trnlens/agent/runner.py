@@ -107,7 +107,7 @@ class Runner:
         torch_import_s = time.perf_counter() - started
         if torch_import_s > 0.05:
             # torch's own objects live as long as the process: move them out of the collector's
-            # way, so the full collection before each warm run scans only what runs made.
+            # way, so the full collection between warm runs (main.py) scans only what runs made.
             gc.collect()
             gc.freeze()
         from . import backends
