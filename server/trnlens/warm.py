@@ -88,13 +88,13 @@ async def run_warm(
 
 
 def _spawn(path: Path, root: Path, target: str, python: str | None, keep_s: float) -> None:
-    log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - the daemon owns it
     command = [sys.executable, "-m", "trnlens.warm", "--socket", str(path), "--project",
                str(root), "--target", target, "--keep", str(keep_s)]  # fmt: skip
     if python:
         command += ["--python", python]
-    subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                     start_new_session=True)  # fmt: skip
+    with open(path.with_suffix(".log"), "ab") as log:  # the daemon keeps its own copy of the fd
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                         start_new_session=True)  # fmt: skip
 
 
 async def _connect_when_up(path: Path):

@@ -12,6 +12,7 @@ neuron's) counts once.
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 
 STEP_PREFIX = "ProfilerStep"
@@ -131,8 +132,6 @@ def op_table(events, self_device_us, device_total_us, steps: int, limit: int = 6
 def _parse_shapes(text: str):
     # FunctionEvent.input_shapes is a list of lists; we stored its str() to count duplicates.
     try:
-        import ast
-
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text

@@ -208,18 +208,16 @@ def _load_as(name: str, path: str, project: Project) -> types.ModuleType:
 
 
 def resolve(module: types.ModuleType, qualname: str):
-    """The object at ``qualname`` and, for ``Class.method``, the class that owns it."""
-    owner = None
+    """The object at ``qualname`` (``func``, ``Class`` or ``Class.method``) in the module."""
     obj = module
     for part in qualname.split("."):
-        owner = obj
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise errors.usage(
                 f"{module.__name__} has no attribute {part!r} (looking up {qualname!r})"
             ) from None
-    return obj, (owner if isinstance(owner, type) else None)
+    return obj
 
 
 def exec_variant_source(module: types.ModuleType, source: str, label: str) -> dict:

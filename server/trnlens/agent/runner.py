@@ -247,7 +247,7 @@ class Runner:
             except Exception as exc:
                 raise errors.from_user_code(exc, project.is_project_file, project.relpath) from None
             modules[path] = module
-        target, owner = loader.resolve(module, qualname)
+        target = loader.resolve(module, qualname)
 
         self.progress("building-inputs")
         torch.manual_seed(0)
@@ -261,7 +261,7 @@ class Runner:
             made.instance.train(mode == "training")
         result["inputs"] = inputs.describe_inputs(made, source_desc, torch)
 
-        call = self._callable(target, owner, definition, made, variant, module, result, backend)
+        call = self._callable(target, definition, made, variant, module, result, backend)
         compiled = bool(variant.get("compile")) or _is_compiled(call, torch)
         step = _make_step(call, made, mode, torch)
         measurer = Measurer(
@@ -321,7 +321,7 @@ class Runner:
             line=definition.def_line,
         )
 
-    def _callable(self, target, owner, definition, made, variant, module, result, backend):
+    def _callable(self, target, definition, made, variant, module, result, backend):
         torch = self.torch
         source = variant.get("source")
         if source:

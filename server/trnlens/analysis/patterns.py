@@ -147,6 +147,13 @@ def upcast_operand(node: ast.AST, info: ModuleInfo) -> ast.expr | None:
     return None
 
 
+def strip_upcasts(node: ast.expr, info: ModuleInfo) -> ast.expr:
+    """``t`` for ``t.float().to(torch.float32)`` and the like: the tensor under its upcasts."""
+    while (inner := upcast_operand(node, info)) is not None:
+        node = inner
+    return node
+
+
 def is_pure_ref(node: ast.AST) -> bool:
     """A name, attribute chain or constant subscript: cheap to evaluate twice, no tensor op."""
     if isinstance(node, ast.Name):

@@ -18,7 +18,7 @@ from trnlens.analysis.patterns import (
     is_true,
     number,
     op_call,
-    upcast_operand,
+    strip_upcasts,
 )
 from trnlens.analysis.rules.base import Context, Match
 from trnlens.analysis.rules.rmsnorm import Parts, inverse_sqrt_radicand, sqrt_radicand
@@ -138,9 +138,7 @@ class LayerNormRule:
             ops=list(parts.ops),
             candidates=list(parts.defs),
         )
-        root = x
-        while (inner := upcast_operand(root, ctx.info)) is not None:
-            root = inner
+        root = strip_upcasts(x, ctx.info)
         if is_pure_ref(root):  # else the shape would need the input evaluated twice: no fix
             call = (
                 f"{torch}.nn.functional.layer_norm({ctx.text(x)}, {ctx.text(root)}.shape[-1:], "

@@ -25,6 +25,7 @@ from trnlens.analysis.patterns import (
     is_true,
     number,
     op_call,
+    strip_upcasts,
     upcast_operand,
 )
 from trnlens.analysis.rules.base import Context, Match
@@ -252,9 +253,7 @@ class RMSNormRule:
             ops=list(parts.ops),
             candidates=list(parts.defs),
         )
-        root = tensor
-        while (inner := upcast_operand(root, ctx.info)) is not None:
-            root = inner
+        root = strip_upcasts(tensor, ctx.info)
         if not is_pure_ref(root):
             return match  # the shape would need the tensor evaluated twice: no fix offered
         call = (
