@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from trnlens.agent.protocol import SCHEMA_VERSION
+from trnlens.agent.protocol import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 from trnlens.results import Result, SchemaMismatch, check, schema
 
 from tests.agent.conftest import run
@@ -36,7 +36,17 @@ def test_results_and_comparisons_validate(make_project):
 
 
 def test_schema_version_is_the_agents():
-    assert schema()["$defs"]["result"]["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+    versions = schema()["$defs"]["result"]["properties"]["schema_version"]["enum"]
+    assert versions == list(READABLE_SCHEMA_VERSIONS)
+    assert SCHEMA_VERSION == max(versions)
+
+
+def test_results_stored_by_an_older_version_stay_readable(make_project):
+    root = make_project({"m.py": CODE})
+    current = run(root, [{"path": "m.py", "qualname": "f"}])
+    older = {**current, "schema_version": 1}
+    jsonschema.Draft202012Validator(schema()).validate(older)
+    assert check(older) is older
 
 
 def test_mismatched_versions_are_refused():

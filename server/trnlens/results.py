@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from trnlens.agent.protocol import SCHEMA_VERSION
+from trnlens.agent.protocol import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
 REQUIRED = (
     "schema_version", "run_id", "created_at", "function", "target", "backend", "device",
@@ -31,13 +31,18 @@ def schema() -> dict:
 
 
 def check(obj: Any) -> dict:
-    """Returns ``obj`` when it is a result of our schema version, else raises SchemaMismatch."""
+    """Returns ``obj`` when it is a result of a schema version we read, else raises SchemaMismatch.
+
+    Older versions stay readable (stored history must survive an upgrade): each version since 1
+    only added optional fields.
+    """
     if not isinstance(obj, dict):
         raise SchemaMismatch(f"a result must be a JSON object, got {type(obj).__name__}")
     version = obj.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS:
         raise SchemaMismatch(
-            f"result schema_version {version!r}, this trnlens reads {SCHEMA_VERSION}: "
+            f"result schema_version {version!r}, this trnlens reads {SCHEMA_VERSION} "
+            f"(and older: {', '.join(map(str, READABLE_SCHEMA_VERSIONS))}): "
             "upgrade the older side"
         )
     if "variants" in obj:

@@ -16,7 +16,9 @@ Agent -> server:
   ``pong``      ``id``, ``versions``
 
 The result object's shape is documented in ``server/trnlens/schema/result.schema.json``; bump
-``SCHEMA_VERSION`` on any incompatible change (the server refuses agents speaking another version).
+``SCHEMA_VERSION`` when the result gains or changes fields (the server refuses agents speaking
+another version); ``READABLE_SCHEMA_VERSIONS`` lists the stored results this trnlens still reads
+(history must survive an upgrade: every newer version only adds optional fields).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import json
 import threading
 from typing import IO, Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
+READABLE_SCHEMA_VERSIONS = (1, 2)
 AGENT_VERSION = "0.1.0"
 
 PHASES = (
