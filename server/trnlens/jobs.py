@@ -300,7 +300,7 @@ class ProfileRequest:
     warmup: int = 3
     steps: int = 5
     repeats: int = 20
-    mode: str = "inference"
+    mode: str = "auto"
     device: str | None = None
     inputs: str | None = None
     files: dict[str, str] = field(default_factory=dict)  # unsaved buffers: path -> text

@@ -34,7 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "warmup": 3,
     "steps": 5,
     "repeats": 20,
-    "mode": "inference",
+    "mode": "auto",
     "hotspotThreshold": 0.2,
     "hints.enabled": True,
     "rules.select": [],
@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "watch.enabled": True,
 }
 BACKENDS = ("auto", "cpu", "cuda", "neuron")
-MODES = ("inference", "training")
+MODES = ("auto", "inference", "training", "as-written")
 TARGET_KINDS = ("local", "ssh")
 
 
@@ -82,7 +82,7 @@ class Settings:
     warmup: int = 3
     steps: int = 5
     repeats: int = 20
-    mode: str = "inference"
+    mode: str = "auto"
     hotspot_threshold: float = 0.2
     hints_enabled: bool = True
     rules_select: tuple[str, ...] = ()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
+from . import patterns
 from .lines import make_line_mode
 
 
@@ -52,6 +53,8 @@ class Measurement:
     timing: dict | None = None
     artifacts: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    findings: list = field(default_factory=list)  # patterns.py, over the headline events
+    launch: dict | None = None
 
 
 class Measurer:
@@ -63,6 +66,8 @@ class Measurer:
         self.progress = progress
         self.cancelled = cancelled
         self.steps_us = 0.0
+        self.torch_found: list = []  # torch's pattern matcher's hits, taken in on_trace_ready
+        self.pattern_warnings: list[str] = []
 
     def _check(self) -> None:
         if self.cancelled():
@@ -116,9 +121,10 @@ class Measurer:
         if s.trace:
             m.artifacts.append({"kind": "chrome_trace", "path": "trace.json"})
         m.artifacts.extend(self.backend.artifacts(out_dir))
+        sites: dict = {}
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
-            m.lines, host_peak, line_warnings = self._lines(step, project, events)
+            m.lines, host_peak, line_warnings, sites = self._lines(step, project, events)
             m.warnings.extend(line_warnings)
             if self.backend.time_basis == "cpu":
                 m.peak_memory_bytes = host_peak
@@ -128,6 +134,7 @@ class Measurer:
                 "(a line-attribution mode would make dynamo recompile); the region counts as "
                 "one dispatch per graph"
             )
+        m.findings, m.launch = self._findings(m, host_events, sites, compiled)
         if self.backend.time_basis != "cpu":
             m.peak_memory_bytes = self._device_peak(step)
         if s.timing:
@@ -135,6 +142,16 @@ class Measurer:
             m.timing = self._timing(step)
         m.steps_us = self.steps_us
         return m
+
+    def _findings(self, m: Measurement, host_events, sites, compiled: bool):
+        if self.backend.time_basis == "cpu":
+            time_us, step_us = (lambda e: e.cpu_time_total), m.cpu_time_per_step_us
+        else:
+            time_us, step_us = self.backend.device_total_us, m.device_time_per_step_us
+        m.warnings.extend(self.pattern_warnings)
+        return patterns.check(
+            host_events, sites, time_us, step_us, self.torch_found, eager=not compiled
+        )
 
     def _device_time(self, host_events) -> float:
         if self.backend.time_basis == "cpu":
@@ -150,6 +167,8 @@ class Measurer:
         def ready(prof):
             backend.on_trace_ready(prof)
             collected["events"] = list(prof.events())
+            self.torch_found, warnings = patterns.torch_matches(prof, torch, backend.name)
+            self.pattern_warnings = warnings
             if trace:
                 self.progress("exporting", "chrome trace")
                 prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))
@@ -214,8 +233,10 @@ class Measurer:
         names = [root.name for root in attributed[0]] if attributed else []
         headline = ev.roots_by_step([e for e in headline_events if _is_host(e)])
         warnings = []
+        headline_sites: dict[int, tuple[str, int]] = {}  # id(headline root) -> its line
         if headline and all([r.name for r in roots] == names for roots in headline):
             pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
+            headline_sites = {id(r): where for where, r in pairs if where is not None}
             table = ev.line_table(pairs, device_us, len(headline))
         else:
             pairs = [(ev.site_of(r, mode.labels), r) for roots in attributed for r in roots]
@@ -225,7 +246,7 @@ class Measurer:
                 "the line-attribution mode and read higher than the headline figures"
             )
         first_step = _first_step_events(events)
-        return table, ev.peak_memory_from_events(first_step), warnings
+        return table, ev.peak_memory_from_events(first_step), warnings, headline_sites
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()

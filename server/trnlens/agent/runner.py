@@ -20,15 +20,16 @@ from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from . import errors, inputs, loader, sources
+from . import errors, inputs, loader, sources, steps
 from .measure import Cancelled, Measurer, Settings
 from .protocol import SCHEMA_VERSION
 from .reloader import Reloader
 
 PROCESS_RELOADER = Reloader()
 
-DEFAULTS = {"backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "inference"}
-MODES = ("inference", "training")
+DEFAULTS = {"backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "auto"}
+# auto: as-written when the function is a training step (steps.py), else inference.
+MODES = ("auto", "inference", "training", "as-written")
 
 
 def new_run_id() -> str:
@@ -60,7 +61,9 @@ class Runner:
         r = {**DEFAULTS, **{k: v for k, v in self.request.items() if v is not None}}
         mode = r["mode"]
         if mode not in MODES:
-            raise errors.usage(f"unknown mode {mode!r}: choose inference or training")
+            raise errors.usage(
+                f"unknown mode {mode!r}: choose auto, inference, training or as-written"
+            )
         for key in ("warmup", "steps", "repeats"):
             if not isinstance(r[key], int) or r[key] < (1 if key != "warmup" else 0):
                 raise errors.usage(f"{key} must be a positive integer, got {r[key]!r}")
@@ -256,14 +259,26 @@ class Runner:
         )
         made.args = inputs.to_device(made.args, backend.device, torch)
         made.kwargs = inputs.to_device(made.kwargs, backend.device, torch)
+        call = self._callable(target, definition, made, variant, module, result, backend)
+        mode, result["mode_reason"], trains = _choose_mode(
+            mode, call, target, module, made, project, torch
+        )
+        result["mode"] = mode
         if isinstance(made.instance, torch.nn.Module):
             made.instance.to(backend.device)
-            made.instance.train(mode == "training")
+            if mode != "as-written":  # as written: the module stays in the mode it was built in
+                made.instance.train(mode == "training")
         result["inputs"] = inputs.describe_inputs(made, source_desc, torch)
-
-        call = self._callable(target, definition, made, variant, module, result, backend)
+        if mode == "training" and trains is not None:
+            raise errors.usage(
+                f"training mode adds a backward after each call, but {qualname} already calls "
+                f"{trains.what} at {trains.path}:{trains.line}: profile it with --mode as-written "
+                "(mode auto picks it)",
+                path=trains.path,
+                line=trains.line,
+            )
         compiled = bool(variant.get("compile")) or _is_compiled(call, torch)
-        step = _make_step(call, made, mode, torch)
+        step = _make_step(call, made, mode, torch, (relpath, definition.def_line))
         measurer = Measurer(
             torch,
             backend,
@@ -295,6 +310,8 @@ class Runner:
             "lines",
             "timing",
             "artifacts",
+            "findings",
+            "launch",
         ):
             result[key] = getattr(m, key)
         result["warnings"].extend(m.warnings)
@@ -434,6 +451,21 @@ def _is_compiled(obj, torch) -> bool:
     return bool(cls and isinstance(obj, cls))
 
 
+def _choose_mode(requested, call, target, module, made, project, torch):
+    """(mode, why, the training call found or None): auto resolves here, per variant."""
+    function = getattr(call, "forward", call) if made.instance is call else call
+    try:
+        found = steps.find_training_call(function, module, made.instance, project, torch)
+    except Exception:  # a static look must never fail the run; say so and fall back
+        found = None
+    if requested != "auto":
+        return requested, "requested", found
+    if found is not None:
+        why = f"auto: calls {found.what} at {found.path}:{found.line} (a training step)"
+        return "as-written", why, found
+    return "inference", "auto: calls no backward or optimizer step", None
+
+
 @contextmanager
 def _mode_context(torch, mode: str):
     with ExitStack() as stack:
@@ -444,9 +476,9 @@ def _mode_context(torch, mode: str):
         yield
 
 
-def _make_step(call, made, mode: str, torch) -> Callable[[], Any]:
+def _make_step(call, made, mode: str, torch, where: tuple[str, int]) -> Callable[[], Any]:
     args, kwargs = made.args, made.kwargs
-    if mode == "inference":
+    if mode in ("inference", "as-written"):
         return lambda: call(*args, **kwargs)
     leaves = []
     if isinstance(made.instance, torch.nn.Module):
@@ -469,7 +501,14 @@ def _make_step(call, made, mode: str, torch) -> Callable[[], Any]:
         outs = [t for t in _tensors(out) if t.requires_grad]
         if not outs:
             raise errors.usage("training mode: the function returned no tensor that requires grad")
-        sum(t.float().sum() for t in outs).backward()
+        try:
+            sum(t.float().sum() for t in outs).backward()
+        except Exception as exc:
+            # Our backward has no project frame: name the profiled function's line instead.
+            failure = errors.from_user_code(exc, lambda _: False, str)
+            failure.message += " (in the backward that training mode adds after the call)"
+            failure.path, failure.line = where
+            raise failure from None
         return out
 
     return step

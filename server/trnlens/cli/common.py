@@ -48,9 +48,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--mode",
-        default="inference",
-        choices=["inference", "training"],
-        help="inference: inference_mode + eval(); training: forward + backward",
+        default="auto",
+        choices=["auto", "inference", "training", "as-written"],
+        help="auto (default): as-written when the function calls backward or an optimizer's "
+        "step, else inference; inference: inference_mode + eval(); training: forward + an added "
+        "backward; as-written: grad enabled, nothing added (a whole training step)",
     )
     parser.add_argument(
         "--inputs",
