@@ -278,7 +278,7 @@ class Runner:
                 line=trains.line,
             )
         compiled = bool(variant.get("compile")) or _is_compiled(call, torch)
-        step = _make_step(call, made, mode, torch, (relpath, definition.def_line))
+        step = _make_step(call, made, mode, torch, project, (relpath, definition.def_line))
         measurer = Measurer(
             torch,
             backend,
@@ -476,7 +476,8 @@ def _mode_context(torch, mode: str):
         yield
 
 
-def _make_step(call, made, mode: str, torch, where: tuple[str, int]) -> Callable[[], Any]:
+def _make_step(call, made, mode: str, torch, project, where: tuple[str, int]) -> Callable[[], Any]:
+    is_project_file, relpath = project.is_project_file, project.relpath
     args, kwargs = made.args, made.kwargs
     if mode in ("inference", "as-written"):
         return lambda: call(*args, **kwargs)
@@ -505,9 +506,10 @@ def _make_step(call, made, mode: str, torch, where: tuple[str, int]) -> Callable
             sum(t.float().sum() for t in outs).backward()
         except Exception as exc:
             # Our backward has no project frame: name the profiled function's line instead.
-            failure = errors.from_user_code(exc, lambda _: False, str)
+            failure = errors.from_user_code(exc, is_project_file, relpath)
             failure.message += " (in the backward that training mode adds after the call)"
-            failure.path, failure.line = where
+            if failure.path is None:
+                failure.path, failure.line = where
             raise failure from None
         return out
 
