@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trnlens import units
+from trnlens.cli.findings import findings_lines, mode_lines
 from trnlens.results import Result
 
 
@@ -59,7 +60,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
         f"{r.identity}  ·  {data['target']}  ·  {data['backend']}: {data['device']}  ·  "
         f"{data['mode']}"
     )
-    out = [head]
+    out = [head, *mode_lines(data)]
     if data["function"].get("unsaved"):
         out.append("(profiled the unsaved editor buffer)")
     if r.error:
@@ -126,6 +127,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                 ]
             )
         out.extend(table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+    out.extend(findings_lines(data, table))
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
     if store_dir is not None:

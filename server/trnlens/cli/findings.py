@@ -1,0 +1,48 @@
+"""The measured part of a profile's text output: why the mode ran, findings, launch figures,
+and (Neuron) the device profile summary. Kept apart from render.py, which lays out the figures."""
+
+from __future__ import annotations
+
+from trnlens import units
+
+
+def mode_lines(data: dict) -> list[str]:
+    reason = data.get("mode_reason")
+    if not reason or reason == "requested":
+        return []
+    return [f"  mode {data['mode']}: {reason}"]
+
+
+def findings_lines(data: dict, table) -> list[str]:
+    """A table of the run's measured findings, largest share first (empty when there are none)."""
+    out: list[str] = []
+    launch = data.get("launch")
+    if launch:
+        out.append("")
+        out.append(
+            f"Launch: {100 * launch['idle_share']:.0f}% of the step between dispatches "
+            f"(median; {100 * launch['idle_share_min']:.0f}-"
+            f"{100 * launch['idle_share_max']:.0f}%), "
+            f"{launch['dispatches']:g} dispatches, {units.duration(launch['mean_dispatch_us'])} "
+            "each on average"
+        )
+    findings = data.get("findings") or []
+    if not findings:
+        return out
+    out.append("")
+    out.append("Findings (measured in this run)")
+    rows = []
+    for f in findings:
+        where = f"{f['path']}:{f['line']}" if f.get("path") else "-"
+        rows.append(
+            [
+                where,
+                f"{100 * f['share']:.0f}%",
+                units.duration(f["time_us"]),
+                f["id"],
+                f["op"][:40],
+            ]
+        )
+    out.extend(table(["Line", "Share", "Time", "Finding", "Op"], rows, {1, 2}))
+    out.extend(f"  {f['id']}: {f['message']}" for f in findings)
+    return out
