@@ -190,7 +190,7 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
         diagnostic = await ed.wait_for(measured, what="measured figures in TRN001")
         assert re.search(
             r"measured: 6 dispatches, [\d.]+ (ns|µs|ms|s) CPU \(ops\) per step on lines 14–15 "
-            r"\(rmsnorm_naive, just now\)",
+            r"\(rmsnorm_naive, just now\) · confirmed by a run \(6 dispatches here\)",
             diagnostic.message,
         ), diagnostic.message
         assert "device" not in diagnostic.message

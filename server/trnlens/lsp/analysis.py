@@ -33,6 +33,7 @@ from trnlens.fixvariants import NoFix, fix_variants, fixable
 from trnlens.lsp import format
 from trnlens.lsp.diagnostics import SOURCE
 from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.measured import static_verdict
 from trnlens.lsp.runs import RequestRefused
 from trnlens.results import Result
 from trnlens.settings import LOCAL, Settings
@@ -318,7 +319,8 @@ def measured_text(doc: ProfiledDocument, finding: Finding) -> str | None:
         )
         if doc.is_stale(placement):
             text += " · stale: the function changed since"
-        return text
+        verdict = static_verdict(doc, finding.code, first, last, dispatches)
+        return f"{text} · {verdict}" if verdict else text
     return None
 
 

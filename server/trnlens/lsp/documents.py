@@ -211,6 +211,11 @@ class ProfiledDocument:
         here = error.get("path") == self.relpath and error.get("line")
         error_line = error["line"] - 1 if here else None
         measured = set(lines) | ({error_line} if error_line is not None else set())
+        measured |= {  # measured findings' lines follow edits like the figures' lines
+            f["line"] - 1
+            for f in result.data.get("findings") or []
+            if f.get("path") == self.relpath and f.get("line")
+        }
         if mark is not None and mark.generation == self.generation:
             anchors = LineAnchors(measured)
             for edit in self._log[mark.index - self._log_base :]:
