@@ -20,6 +20,7 @@ from typing import Any
 
 from trnlens import project, results
 from trnlens.agent.protocol import SCHEMA_VERSION
+from trnlens.explorer import summary
 from trnlens.store import Store
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
@@ -367,6 +368,9 @@ async def run_profile(
     finally:
         if own_agent:
             await agent.close()
+    for run in outcome["variants"] if "variants" in outcome else [outcome]:
+        # Neuron: Explorer's device summary (MFU, MBU, advice) joins the run before it is stored.
+        await asyncio.to_thread(summary.attach, run, store.staging_dir() / run["run_id"])
     if "variants" in outcome:
         comparison_id = outcome["variants"][0]["run_id"]
         for variant in outcome["variants"]:
