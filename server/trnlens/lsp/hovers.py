@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from trnlens.lsp import format
+from trnlens.lsp import format, measured
 from trnlens.lsp.documents import Placement, ProfiledDocument
 
 MAX_OPS = 15
@@ -96,6 +96,7 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         "",
         f"backend `{data.get('backend')}` · device `{data.get('device')}` · target "
         f"`{data.get('target')}` · mode `{data.get('mode')}` · {format.age(data['created_at'])}",
+        *measured.hover_lines(data),
     ]
     if doc.is_stale(placement):
         lines.append("")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from lsprotocol import types
 
-from trnlens.lsp import format
+from trnlens.lsp import format, measured
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.results import Result
 from trnlens.settings import LOCAL
@@ -72,6 +72,7 @@ def _title(
         parts.append(format.failure(result.error))
     else:
         parts.append(format.headline(result))
+        parts.extend(filter(None, [measured.lens_label(result)]))  # Neuron: MFU 31%
         label = history(doc, result) if history is not None else None
         if label:
             parts.append(label)

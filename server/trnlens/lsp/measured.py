@@ -178,3 +178,36 @@ def static_verdict(doc: ProfiledDocument, code: str, first: int, last: int, disp
             return f"confirmed by a run ({format.count(dispatches, 'dispatch')} here)"
         return "cleared by a run (one dispatch here: the work ran fused)"
     return ""
+
+
+def lens_label(result) -> str | None:
+    """'MFU 31%' for a Neuron run whose device summary was read (explorer/summary.py)."""
+    device = result.data.get("device_summary") or {}
+    mfu = device.get("mfu_percent")
+    return None if mfu is None else f"MFU {mfu:.0f}%"
+
+
+def hover_lines(data: dict) -> list[str]:
+    """Why the mode ran, and the Neuron device summary with Explorer's recommendations."""
+    lines = []
+    reason = data.get("mode_reason")
+    if reason and reason != "requested":
+        lines += ["", f"mode `{data.get('mode')}`: {reason}"]
+    device = data.get("device_summary")
+    if device:
+        figures = [
+            f"{name} {device[key]:.0f}%"
+            for name, key in (
+                ("MFU", "mfu_percent"),
+                ("HFU", "hfu_percent"),
+                ("MBU", "mbu_percent"),
+            )  # fmt: skip
+            if device.get(key) is not None
+        ]
+        if device.get("total_time_s") is not None:
+            figures.append(f"total {format.duration(device['total_time_s'] * 1e6)}")
+        if device.get("average_dma_size_bytes") is not None:
+            figures.append(f"average DMA {device['average_dma_size_bytes']:.0f} B")
+        lines += ["", f"**Neuron device summary** (Neuron Explorer): {' · '.join(figures)}"]
+        lines += [f"- {r['message']}" for r in device.get("recommendations") or []]
+    return lines
