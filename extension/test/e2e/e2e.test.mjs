@@ -15,12 +15,15 @@
 //              Explorer` starts the stand-in on 3001/3002 (the command names no ports), ingests
 //              the run, and the browser opens the stand-in's page (through code-server's
 //              /proxy/3001/ when asExternalUri maps it), which lists the run's profile.
+//   measured:  a loop of tiny ops profiled from its lens: the run's launch-bound finding is a
+//              warning squiggle at the loop's line, its hover says `trnlens (measured)` and the
+//              measured share of the step.
 //
 // Environment: TRNLENS_VSIX (the package), TRNLENS_PYTHON (an interpreter with trnlens and
 // torch), TRNLENS_E2E_ARTIFACTS (screenshots; default test/e2e/artifacts).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -210,7 +213,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     // Screenshots of an earlier run must not pass for this one's.
     for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure',
-      'explorer', 'explorer-page', 'explorer-failure']) {
+      'explorer', 'explorer-page', 'explorer-failure', 'measured', 'measured-failure']) {
       rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
     }
     cpSync(join(repo, 'samples'), samples, {
@@ -229,7 +232,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     }
   });
 
-  async function session(name, trust, body, { folder = samples, env = {} } = {}) {
+  async function session(name, trust, body, { folder = samples, env = {}, file = 'rmsnorm.py' } = {}) {
     const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...(trust ? {} : {
       'security.workspace.trust.enabled': true,
       'security.workspace.trust.startupPrompt': 'never',
@@ -239,7 +242,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     const server = await startCodeServer(dirs, { trust, env });
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {
-      await openFile(page, server.url, folder, 'rmsnorm.py');
+      await openFile(page, server.url, folder, file);
       await body(page);
     } catch (error) {
       await page.screenshot({ path: join(ARTIFACTS, `${name}-failure.png`) }).catch(() => undefined);
@@ -416,5 +419,23 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await stopExplorer(workdir);
     }
     assert.ok(await portsFree(EXPLORER_PORTS), 'the stand-in explorer still listens');
+  });
+
+  it('shows a measured finding as a diagnostic after a profile', async () => {
+    // A loop of tiny ops: the run's launch-bound check reports it at the loop's line.
+    const folder = join(root, 'workspace-measured');
+    mkdirSync(join(folder, '.trnlens'), { recursive: true });
+    writeFileSync(join(folder, 'loop.py'),
+      'import torch\n\n\ndef tiny_ops(x=torch.ones(4)):\n    for _ in range(200):\n        x = x + 1\n    return x\n');
+    await session('measured', true, async (page) => {
+      await waitFor('the ▶ Profile lens', () => lensAbove(page, 'def tiny_ops('), 60_000);
+      assert.equal(await page.locator('.squiggly-warning').count(), 0);
+      await page.locator('[data-e2e-lens="def tiny_ops("] a', { hasText: 'Profile' }).first().click();
+      await page.locator('.squiggly-warning').first().waitFor({ timeout: RUN_TIMEOUT });
+      const hover = await hoverOver(page, 'for _ in range(200):', 'x', /launch-bound/);
+      assert.match(hover, /trnlens \(measured\)/);
+      assert.match(hover, /measured: .* per step, \d+% of the step \(tiny_ops, /);
+      await page.screenshot({ path: join(ARTIFACTS, 'measured.png') });
+    }, { folder, file: 'loop.py' });
   });
 });
