@@ -132,3 +132,15 @@ def test_training_mode_on_a_training_step_names_the_backward_line(make_project):
     assert error.kind == "usage"
     assert (error.path, error.line) == ("train.py", line_of(root, "train.py", "loss.backward()"))
     assert "--mode as-written" in error.message
+
+
+def test_inference_mode_on_a_training_step_says_what_to_use(make_project):
+    root = make_project({"train.py": STEP})
+    result = run(root, [{"path": "train.py", "qualname": "train_step"}], mode="inference")
+    error = result["error"]
+    assert (error["path"], error["line"]) == (
+        "train.py",
+        line_of(root, "train.py", "loss.backward()"),
+    )
+    assert error["message"].startswith("RuntimeError: element 0 of tensors does not require grad")
+    assert "--mode as-written runs it as written" in error["message"]

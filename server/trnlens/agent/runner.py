@@ -294,7 +294,13 @@ class Runner:
         except errors.AgentError:
             raise
         except Exception as exc:
-            raise errors.from_user_code(exc, project.is_project_file, project.relpath) from None
+            failure = errors.from_user_code(exc, project.is_project_file, project.relpath)
+            if mode == "inference" and trains is not None:
+                failure.message += (
+                    f" ({qualname} calls {trains.what} at {trains.path}:{trains.line}, which "
+                    "inference mode cannot run: --mode as-written runs it as written)"
+                )
+            raise failure from None
         result["accounting"] = {
             "steps_us": m.steps_us,
             "variant_us": (time.perf_counter() - variant_started) * 1e6,
