@@ -48,6 +48,8 @@ class Measurement:
     first_call_us: float | None = None
     steps_us: float = 0.0  # all calls of the user's code in every pass, synchronised
     ops: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+    kernel_launches_per_step: float | None = None
     lines: list = field(default_factory=list)
     timing: dict | None = None
     artifacts: list = field(default_factory=list)
@@ -95,7 +97,7 @@ class Measurer:
         events, wall = self._profiled(step, out_dir)
         steps = max(len(ev.step_events(events)), 1)
         m.wall_time_per_step_us = statistics.fmean(wall) if wall else 0.0
-        host_events = [e for e in events if _is_host(e)]
+        host_events = [e for e in events if ev.is_host(e)]
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
         m.cpu_time_per_step_us = (
             statistics.fmean(e.cpu_time_total for e in ev.step_events(events))
@@ -106,6 +108,10 @@ class Measurer:
         m.ops = ev.op_table(
             events, self.backend.self_device_us, self.backend.device_total_us, steps
         )
+        if self.backend.time_basis == "device":
+            device_events = [e for e in events if not ev.is_host(e)]
+            m.kernels = ev.kernel_table(device_events, steps)
+            m.kernel_launches_per_step = _per_step(len(device_events), steps)
         if not events:
             m.warnings.append("the profiler recorded no events for the active steps")
         elif self.backend.time_basis == "device" and m.device_time_per_step_us == 0.0:
@@ -202,7 +208,7 @@ class Measurer:
                         self._check()
                         self._one_step(step)
                         prof.step()
-        events = [e for e in collected["events"] if _is_host(e)]
+        events = [e for e in collected["events"] if ev.is_host(e)]
         if self.backend.time_basis == "cpu":
 
             def device_us(e):
@@ -212,7 +218,7 @@ class Measurer:
         attributed = ev.roots_by_step(events)
         sites = [ev.site_of(root, mode.labels) for root in attributed[0]] if attributed else []
         names = [root.name for root in attributed[0]] if attributed else []
-        headline = ev.roots_by_step([e for e in headline_events if _is_host(e)])
+        headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
         warnings = []
         if headline and all([r.name for r in roots] == names for roots in headline):
             pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
@@ -253,11 +259,6 @@ class Measurer:
 def _per_step(count: int, steps: int):
     value = count / steps
     return int(value) if value.is_integer() else value
-
-
-def _is_host(event) -> bool:
-    device_type = getattr(event, "device_type", None)
-    return device_type is None or str(device_type).endswith("CPU")
 
 
 def _first_step_events(events) -> list:

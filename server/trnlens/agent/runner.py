@@ -292,6 +292,8 @@ class Runner:
             "peak_memory_bytes",
             "first_call_us",
             "ops",
+            "kernels",
+            "kernel_launches_per_step",
             "lines",
             "timing",
             "artifacts",

@@ -74,8 +74,10 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
         out.append(
             "time basis: CPU (the cpu backend runs ops on the host; no accelerator time is claimed)"
         )
-    figures = [
-        f"{fmt_count(data['dispatches_per_step'])} dispatches/step",
+    figures = [f"{fmt_count(data['dispatches_per_step'])} dispatches/step"]
+    if data.get("kernel_launches_per_step") is not None:
+        figures.append(f"{fmt_count(data['kernel_launches_per_step'])} kernels/step")
+    figures += [
         f"{fmt_time(data['device_time_per_step_us'])} {dev}",
         f"{fmt_time(data['cpu_time_per_step_us'])} CPU (step)",
         f"{fmt_time(data['wall_time_per_step_us'])} wall",
