@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trnlens import units
+from trnlens.cli.render_compile import compile_lines
 from trnlens.results import Result
 
 
@@ -126,6 +127,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                 ]
             )
         out.extend(table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+    out.extend(compile_lines(data))
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
     if store_dir is not None:
