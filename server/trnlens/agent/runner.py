@@ -266,7 +266,8 @@ class Runner:
         compiled = bool(variant.get("compile")) or _is_compiled(call, torch)
         step = _make_step(call, made, mode, torch)
         measured_step, compile_log = step, None
-        if compiled:  # what torch.compile did (compilelog.py): read from torch, nothing changed
+        options = self.request.get("options") or {}
+        if compiled and options.get("compile_log", True):  # compilelog.py; off only to measure it
             compile_log = CompileLog(torch, project.is_project_file, project.relpath,
                                      settings.warmup).start()  # fmt: skip
             measured_step = compile_log.wrap(step)
