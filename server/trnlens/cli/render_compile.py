@@ -55,3 +55,23 @@ def compile_lines(data: dict) -> list[str]:
 
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def comparison_lines(data: dict) -> list[str]:
+    """One line per compiled variant of a comparison: its graphs, breaks and recompiles."""
+    out = []
+    for variant in data.get("variants") or []:
+        info = variant.get("compile")
+        if not info or variant.get("error"):
+            continue
+        label = (variant.get("variant") or {}).get("label") or variant["function"]["qualname"]
+        parts = [_plural(info.get("graphs_per_call") or 0, "graph") + " per call"]
+        times = info.get("compile_time_us") or {}
+        if times.get("total_us") is not None:
+            parts.append(f"compile {units.duration(times['total_us'])}")
+        out.append(f"{label}: " + "  ·  ".join(parts))
+        for b in info.get("breaks") or []:
+            out.append(f"  graph break at {b['path']}:{b['line']}: {b['reason']}")
+        for r in info.get("recompiles") or []:
+            out.append(f"  recompiled in {r['phase']}: {r['guard']}")
+    return out
