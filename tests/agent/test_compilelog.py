@@ -157,3 +157,28 @@ def test_op_names_read_calls_methods_and_operators():
         return (getitem,)
 """
     assert op_names(code) == ["pow", "add", "rsqrt", "getitem"]
+
+
+def test_a_duplicate_break_without_its_stack_keeps_dynamo_s_location(tmp_path):
+    # A warm agent compiling a reloaded module again: dynamo logs a break it has seen before
+    # without the user stack; the location it names is the innermost traced frame.
+    project = str(tmp_path / "m.py")
+    log = CompileLog(torch, lambda p: p == project, lambda p: "m.py", warmup=1)
+    found = log._graph_break(
+        "Graph break (user stack suppressed due to duplicate graph break) in user code at "
+        f"{project}:12\nGraph Break Reason: Data-dependent branching\n"
+        "  Explanation: Detected data-dependent branching."
+    )
+    assert (found["path"], found["line"], found["in_project"]) == ("m.py", 12, True)
+    assert found["reason"] == "Data-dependent branching: Detected data-dependent branching."
+
+
+def test_the_innermost_project_frame_is_where_the_break_is_shown(tmp_path):
+    project = str(tmp_path / "model.py")
+    log = CompileLog(torch, lambda p: p == project, lambda p: "model.py", warmup=1)
+    found = log._graph_break(
+        f"Graph break in user code at /site-packages/lib.py:40\nGraph Break Reason: x\n\n"
+        f'User code traceback:\n  File "{project}", line 7, in forward\n    y = lib.f(x)\n'
+        '  File "/site-packages/lib.py", line 40, in f\n    print(x)\n'
+    )
+    assert (found["path"], found["line"], found["function"]) == ("model.py", 7, "forward")
