@@ -15,6 +15,9 @@
 //              Explorer` starts the stand-in on 3001/3002 (the command names no ports), ingests
 //              the run, and the browser opens the stand-in's page (through code-server's
 //              /proxy/3001/ when asExternalUri maps it), which lists the run's profile.
+//   compiled:  in samples/graph_break.py, clicking the lens of a torch.compile'd function with a
+//              print in the middle runs a real compile; the lens then gives the compile time and
+//              2 graphs, and the print's line carries the graph-break diagnostic.
 //
 // Environment: TRNLENS_VSIX (the package), TRNLENS_PYTHON (an interpreter with trnlens and
 // torch), TRNLENS_E2E_ARTIFACTS (screenshots; default test/e2e/artifacts).
@@ -47,6 +50,8 @@ const root = mkdtempSync(join(tmpdir(), 'trnlens-e2e-'));
 const samples = join(root, 'workspace', 'samples');
 // The explorer test's own copy, so the other tests' store stays as they expect it.
 const neuronSamples = join(root, 'workspace-neuron', 'samples');
+const compiledSamples = join(root, 'workspace-compiled', 'samples');
+const COMPILE_TIMEOUT = 300_000; // a first torch.compile took 15-40 s here; more when the machine is busy
 const STANDIN_EXPLORER = join(repo, 'tests', 'explorer', 'standin');
 const STANDIN_NEURON = join(repo, 'tests', 'agent', 'standin', 'neuron');
 // The extension's command names no ports, so the server uses Neuron Explorer's own: 3001/3002.
@@ -210,7 +215,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     // Screenshots of an earlier run must not pass for this one's.
     for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure',
-      'explorer', 'explorer-page', 'explorer-failure']) {
+      'explorer', 'explorer-page', 'explorer-failure', 'compiled', 'compiled-failure']) {
       rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
     }
     cpSync(join(repo, 'samples'), samples, {
@@ -229,7 +234,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     }
   });
 
-  async function session(name, trust, body, { folder = samples, env = {} } = {}) {
+  async function session(name, trust, body, { folder = samples, env = {}, file = 'rmsnorm.py' } = {}) {
     const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...(trust ? {} : {
       'security.workspace.trust.enabled': true,
       'security.workspace.trust.startupPrompt': 'never',
@@ -239,7 +244,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     const server = await startCodeServer(dirs, { trust, env });
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {
-      await openFile(page, server.url, folder, 'rmsnorm.py');
+      await openFile(page, server.url, folder, file);
       await body(page);
     } catch (error) {
       await page.screenshot({ path: join(ARTIFACTS, `${name}-failure.png`) }).catch(() => undefined);
@@ -416,5 +421,36 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await stopExplorer(workdir);
     }
     assert.ok(await portsFree(EXPLORER_PORTS), 'the stand-in explorer still listens');
+  });
+  it('shows the graph break after profiling a compiled function', async () => {
+    cpSync(join(repo, 'samples'), compiledSamples, {
+      recursive: true,
+      filter: (source) => !source.includes('.trnlens') && !source.includes('__pycache__'),
+    });
+    mkdirSync(join(compiledSamples, '.trnlens'), { recursive: true });
+    await session('compiled', true, async (page) => {
+      await waitFor('the ▶ Profile lens', () => lensAbove(page, 'def rmsnorm_logged('), 60_000);
+      // The static hint is there before anything ran.
+      await page.locator('.squiggly-info').first().waitFor({ timeout: 30_000 });
+      await page.locator('[data-e2e-lens="def rmsnorm_logged("] a', { hasText: 'Profile' }).first().click();
+      const lens = await waitFor(
+        'the compiled run on the lens',
+        async () => {
+          const text = await lensAbove(page, 'def rmsnorm_logged(');
+          return text && /compiled in/.test(text) ? text : null;
+        },
+        COMPILE_TIMEOUT,
+      );
+      assert.match(lens, /▶ Profile · .* · 2 dispatches · compiled in [\d.]+ m?s · 2 graphs · 1 break/);
+      await page.locator('.squiggly-warning').first().waitFor({ timeout: 30_000 });
+      const hover = await hoverOver(
+        page,
+        'variance = x.pow(2)',
+        'print',
+        /graph break: Failed to trace builtin operator[\s\S]*; 2 graphs, 2 dispatches per step/,
+      );
+      assert.match(hover, /confirmed by the compiled run/);
+      await page.screenshot({ path: join(ARTIFACTS, 'compiled.png') });
+    }, { folder: compiledSamples, file: 'graph_break.py' });
   });
 });

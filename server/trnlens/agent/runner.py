@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from . import errors, inputs, loader, sources
+from .compilelog import CompileLog
 from .measure import Cancelled, Measurer, Settings
 from .protocol import SCHEMA_VERSION
 from .reloader import Reloader
@@ -264,6 +265,12 @@ class Runner:
         call = self._callable(target, definition, made, variant, module, result, backend)
         compiled = bool(variant.get("compile")) or _is_compiled(call, torch)
         step = _make_step(call, made, mode, torch)
+        measured_step, compile_log = step, None
+        options = self.request.get("options") or {}
+        if compiled and options.get("compile_log", True):  # compilelog.py; off only to measure it
+            compile_log = CompileLog(torch, project.is_project_file, project.relpath,
+                                     settings.warmup).start()  # fmt: skip
+            measured_step = compile_log.wrap(step)
         measurer = Measurer(
             torch,
             backend,
@@ -273,13 +280,20 @@ class Runner:
             self.cancelled,
         )
         try:
-            m = measurer.run(step, compiled=compiled, out_dir=out_dir, project=project)
+            m = measurer.run(measured_step, compiled=compiled, out_dir=out_dir, project=project)
         except Cancelled:
             raise
         except errors.AgentError:
             raise
         except Exception as exc:
             raise errors.from_user_code(exc, project.is_project_file, project.relpath) from None
+        finally:
+            if compile_log is not None:
+                compile_log.stop()
+        if compile_log is not None:
+            reuse = (path, qualname, result["function"]["source_hash"], variant.get("source"),
+                     bool(variant.get("compile")), id(target))  # fmt: skip
+            result["compile"] = compile_log.finish(reuse)
         result["accounting"] = {
             "steps_us": m.steps_us,
             "variant_us": (time.perf_counter() - variant_started) * 1e6,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trnlens import units
+from trnlens.cli.render_compile import comparison_lines, compile_lines
 from trnlens.results import Result
 
 
@@ -128,6 +129,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                 ]
             )
         out.extend(table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+    out.extend(compile_lines(data))
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
     if store_dir is not None:
@@ -167,6 +169,7 @@ def render_comparison(data: dict) -> str:
         )
     out = table(headers, rows, {1, 2, 3, 4, 5, 6})
     out.insert(0, f"{base['backend']}: {base['device']}  ·  {base['mode']}")
+    out.extend(comparison_lines(data))  # what torch.compile did in the compiled variants
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
     return "\n".join(out)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from trnlens.lsp import format
+from trnlens.lsp import compiled, format
 from trnlens.lsp.documents import Placement, ProfiledDocument
 
 MAX_OPS = 15
@@ -86,6 +86,7 @@ def _function_table(placement: Placement) -> str:
         )
     if len(ops) > MAX_OPS:
         rows.append(f"| … {len(ops) - MAX_OPS} more | | | | |")
+    rows.extend(compiled.hover_lines(result))  # a compiled run's graphs
     return "\n".join(rows)
 
 

@@ -21,7 +21,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from trnlens import __version__, project
-from trnlens.lsp import actions, commands, diagnostics, hints, hovers, lenses
+from trnlens.lsp import actions, commands, compiled, diagnostics, hints, hovers, lenses
 from trnlens.lsp.analysis import AnalysisService
 from trnlens.lsp.config import Config
 from trnlens.lsp.documents import ProfiledDocument
@@ -44,6 +44,7 @@ class TrnlensServer(LanguageServer):
         # Static analysis registers its provider beside these under its own key.
         self.diagnostics.register("profile.hotspots", diagnostics.hotspots)
         self.diagnostics.register("profile.failures", diagnostics.failures)
+        self.diagnostics.register("profile.compile", compiled.diagnostics)
         self.analysis = AnalysisService(self)
         self.diagnostics.register("analysis", self.analysis.provider)
         self._stores: dict[Path, Store] = {}
