@@ -30,13 +30,14 @@ export async function checkReport(page, reportPath, screenshotPath) {
   await dispatch.click();
   const details = await page.locator('#details').innerText();
 
-  // Zoom in: the bar gets wider; reset puts it back.
-  const width = async () => Number(await dispatch.locator('rect').getAttribute('width'));
-  const before = await width();
+  // Zoom in: the axis spans less time; reset puts it back.
+  const axisEnd = async () => page.locator('svg.timeline g.tick text').last().textContent();
+  const before = await axisEnd();
   await page.locator('[data-zoom="in"]').click();
   await page.locator('[data-zoom="in"]').click();
-  const zoomed = await width();
+  const zoomed = await axisEnd();
   await page.locator('[data-zoom="reset"]').click();
+  const reset = await axisEnd();
 
   // Sort the first op table by self CPU (descending, then ascending).
   const table = page.locator('table.ops').first();
@@ -56,7 +57,7 @@ export async function checkReport(page, reportPath, screenshotPath) {
   await dispatch.click();
   await page.screenshot({ path: screenshotPath, fullPage: true });
   const foreign = requests.filter((r) => r !== url);
-  return { problems, foreign, lanes, details, before, zoomed, descending, ascending, where };
+  return { problems, foreign, lanes, details, before, zoomed, reset, descending, ascending, where };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

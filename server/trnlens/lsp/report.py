@@ -41,7 +41,8 @@ def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
         if line is None:
             continue
         position = types.Position(line, symbol.def_column)
-        command = types.Command("⧉ Report", REPORT, [_arguments(doc, placement, show=True)])
+        arguments = [_arguments(doc, placement, show=True)]
+        command = types.Command("⧉ Report", REPORT, arguments=arguments)
         lenses.append(types.CodeLens(types.Range(position, position), command))
     return lenses
 

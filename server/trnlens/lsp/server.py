@@ -275,7 +275,8 @@ def create_server() -> TrnlensServer:
         # Compare lenses first: an editor shows them before ▶ Profile on the same line.
         compare = _guard([])(ls.analysis.lenses)(doc, target)
         profile = lenses.code_lenses(doc, target, ls.runs.job_state, watching.lens_label)
-        return compare + profile + _guard([])(run_report.code_lenses)(doc)
+        # The report lens first: clients that key lenses by function keep the Profile lens.
+        return _guard([])(run_report.code_lenses)(doc) + compare + profile
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,

@@ -141,7 +141,7 @@ def _timeline_section(model: ReportModel, timelines, timeline_svg: str) -> str:
             f'<div class="gapfig"><span>{E(t.label)}: idle between dispatches</span>'
             f"<b>{E(duration(t.gap_total_us))}</b>"
             f'<span class="muted">{t.gap_count} gap(s) between {t.dispatches} dispatch(es), '
-            f"{share:.0%} of the step ({E(duration(t.duration_us))})</span></div>"
+            f"{_percent(share)} of the step ({E(duration(t.duration_us))})</span></div>"
         )
     notes = sorted(
         {n for t in timelines for n in t.notes} | {n for v in model.runs for n in v.notes}
@@ -161,6 +161,10 @@ def _timeline_section(model: ReportModel, timelines, timeline_svg: str) -> str:
         '<p class="muted">click an event for its name, duration, shapes and source line</p></div>'
         f'<ul class="notes">{note_items}</ul></section>'
     )
+
+
+def _percent(share: float) -> str:
+    return f"{share:.1%}" if 0 < share < 0.1 else f"{share:.0%}"
 
 
 def _lines_section(view: RunView, prefix: str) -> str:

@@ -86,9 +86,10 @@ def _axis(span: float, scale: float) -> str:
     for i in range(6):
         t = span * i / 5
         x = LABEL_W + t * scale
+        anchor = ' text-anchor="end"' if i == 5 else ""  # the last label stays inside
         ticks.append(
             f'<g class="tick" data-t="{t:.3f}"><line x1="{x:.2f}" x2="{x:.2f}" y1="{AXIS_H - 6}" '
-            f'y2="{AXIS_H}"/><text x="{x + 2:.2f}" y="{AXIS_H - 9}">'
+            f'y2="{AXIS_H}"/><text x="{x + (-2 if i == 5 else 2):.2f}" y="{AXIS_H - 9}"{anchor}>'
             f"{escape.text(format_us(t))}</text></g>"
         )
     return f'<g class="axis">{"".join(ticks)}</g>'

@@ -187,9 +187,11 @@ def _root_of(event: TraceEvent, root_ids: dict[int, int]) -> tuple[TraceEvent | 
 
 
 def _leaves(root: TraceEvent) -> list[TraceEvent]:
-    """The innermost aten ops under a dispatch: where its time is spent."""
+    """The ops under a dispatch that do its work: an op whose own (self) time is at least half
+    its duration counts itself; one that mostly waits on the ops it calls hands down to them."""
     children = [c for c in root.cpu_children if ev.is_aten(c)]
-    if not children:
+    own = root.dur - sum(c.dur for c in children)
+    if not children or own >= root.dur / 2:
         return [root]
     return [leaf for child in children for leaf in _leaves(child)]
 

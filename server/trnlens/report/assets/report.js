@@ -94,7 +94,8 @@
         line.setAttribute('x1', x.toFixed(2));
         line.setAttribute('x2', x.toFixed(2));
         const text = tick.querySelector('text');
-        text.setAttribute('x', (x + 2).toFixed(2));
+        const last = i === ticks.length - 1;
+        text.setAttribute('x', (last ? x - 2 : x + 2).toFixed(2));
         text.textContent = fmt(t);
       });
     }
