@@ -30,7 +30,7 @@ async def test_report_lens_hover_link_and_command_after_a_run(tmp_path):
         assert len(reports) == 1 and reports[0].range.start.line == NAIVE_DEF
         argument = reports[0].command.arguments[0]
         assert argument["qualname"] == "rmsnorm_naive" and argument["show"] is True
-        assert reports[0].command.title == "⧉ Report"
+        assert reports[0].command.title == "▦ Report"
 
         # The hover's link runs the same command with the same argument.
         hover = await ed.hover(uri, NAIVE_DEF, 6)

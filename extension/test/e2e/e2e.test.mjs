@@ -6,6 +6,8 @@
 //              the measured line its inlay hint, a hotspot diagnostic its squiggle, the status
 //              bar `done`, and the store a new run; Ctrl+Alt+P on rmsnorm_fused profiles that
 //              one through the extension's own command.
+//              The `▦ Report` lens then opens the run report in a webview, and a click on an
+//              event of its timeline reveals that event's source line in the editor.
 //   untrusted: the same folder with workspace trust on and the folder not trusted: the server
 //              runs and shows what it knows (the stored run's diagnostic), but no profile lens,
 //              and the keybinding starts no run.
@@ -34,6 +36,7 @@ import {
   runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
+import { reportInWebview } from './report-webview.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const extensionDir = resolve(here, '..', '..');
@@ -293,6 +296,11 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await page.screenshot({ path: join(ARTIFACTS, 'trusted-hover.png') });
       await page.mouse.move(5, 450);
       await page.keyboard.press('Escape');
+
+      // The run report: the lens opens it in a webview; an event click reveals its line (17).
+      await lensAbove(page, 'def rmsnorm_naive(');
+      await reportInWebview(page, page.locator('[data-e2e-lens="def rmsnorm_naive("]'), ARTIFACTS, { line: 17 });
+      await page.locator('.monaco-editor .view-lines').first().click();
 
       // The extension's own command: cursor in rmsnorm_fused's body, then the keybinding.
       await page.keyboard.press('Control+G');

@@ -30,7 +30,7 @@ class ReportRefused(Exception):
 
 
 def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
-    """``⧉ Report`` beside each function that has a run (placed after the ▶ Profile lens)."""
+    """``▦ Report`` beside each function that has a run (placed after the ▶ Profile lens)."""
     analysis = doc.analysis()
     if analysis is None or not analysis.imports_torch:
         return []
@@ -42,7 +42,7 @@ def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
             continue
         position = types.Position(line, symbol.def_column)
         arguments = [_arguments(doc, placement, show=True)]
-        command = types.Command("⧉ Report", REPORT, arguments=arguments)
+        command = types.Command("▦ Report", REPORT, arguments=arguments)
         lenses.append(types.CodeLens(types.Range(position, position), command))
     return lenses
 

@@ -87,9 +87,14 @@
         text.setAttribute('x', (cx + 3).toFixed(2));
         text.textContent = cw > 6.5 * name.length ? name : '';
       });
+      let lastLabel = -Infinity;
       ticks.forEach(function (tick, i) {
         const t = view.t0 + ((view.t1 - view.t0) * i) / (ticks.length - 1);
         const x = labelW + (t - view.t0) * scale;
+        // Labels too close to the one before (a narrow panel) are left out.
+        const crowded = x - lastLabel < 70 || (i < ticks.length - 1 && width - 10 - x < 70);
+        tick.querySelector('text').setAttribute('display', crowded ? 'none' : 'inline');
+        if (!crowded) lastLabel = x;
         const line = tick.querySelector('line');
         line.setAttribute('x1', x.toFixed(2));
         line.setAttribute('x2', x.toFixed(2));
