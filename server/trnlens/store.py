@@ -222,7 +222,13 @@ class Store:
             (row[0],),
         )
         found = [json.loads(r[0]) for r in rows]
-        return sorted(found, key=lambda r: (r.get("comparison") or {}).get("index", 0))
+
+        def order(run: dict):
+            # Runs stored before variants carried their index: the baseline's id names the group.
+            index = (run.get("comparison") or {}).get("index")
+            return index if index is not None else (0 if run["run_id"] == row[0] else 1)
+
+        return sorted(found, key=order)
 
     def latest(self, path: str, qualname: str) -> dict | None:
         found = self.runs(path, qualname, limit=1)

@@ -179,3 +179,19 @@ def test_a_malicious_result_injects_no_markup(runs, tmp_path):
     assert "aten::" + MALICIOUS in [e["name"] for e in page.events]  # data, parsed back whole
     assert {e.get("path") for e in page.events if e["kind"] == "dispatch"} == {MALICIOUS}
     assert_self_contained(text.replace("src=x", ""), page)
+
+
+def test_variants_stored_before_they_carried_speedups_get_them_from_timing(runs, tmp_path):
+    comparison = json.loads(json.dumps(runs.comparison))
+    for variant in comparison["variants"]:
+        variant.pop("comparison")
+        variant["run_id"] = variant["run_id"][:-8] + "0ld0ld00"  # not the stored ones
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(comparison))
+    with Store(runs.root) as store:
+        selected = build.select(store, str(path), runs.root)
+        built = build.write(store, selected, runs.root, tmp_path / "old.html")
+    body = " ".join(Page(built.path.read_text("utf-8")).text)
+    assert "baseline" in body
+    for speedup in comparison["speedups"][1:]:
+        assert f"{speedup:.2f}×" in body

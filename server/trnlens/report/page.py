@@ -92,13 +92,14 @@ def _headline(view: RunView) -> str:
 
 def _comparison(model: ReportModel) -> str:
     rows = []
-    for view in model.runs:
+    base_timing = model.runs[0].result.get("timing") or {}
+    for position, view in enumerate(model.runs):
         r = view.result
-        comp = r.get("comparison") or {}
         timing = r.get("timing") or {}
+        comp = r.get("comparison") or _recomputed(base_timing, timing)
         speedup = comp.get("speedup")
         span = comp.get("speedup_range") or []
-        baseline = comp.get("index", 0) == 0
+        baseline = comp.get("index", position) == 0
         speed = "baseline" if baseline else (f"{speedup:.2f}×" if speedup else "–")
         if not baseline and speedup and len(span) == 2:
             speed += f" ({span[0]:.2f}× – {span[1]:.2f}×)"
@@ -128,6 +129,18 @@ def _comparison(model: ReportModel) -> str:
         f"<th>{E(label)} / step (profiled)</th><th></th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></section>"
     )
+
+
+def _recomputed(base: dict, timing: dict) -> dict:
+    """Speed-up and range from the timing passes, for runs stored before variants carried them
+    (the agent's formula: baseline median / variant median; max abs diff is not known then)."""
+    try:
+        return {
+            "speedup": base["median_us"] / timing["median_us"],
+            "speedup_range": [base["min_us"] / timing["max_us"], base["max_us"] / timing["min_us"]],
+        }
+    except (KeyError, TypeError, ZeroDivisionError):
+        return {}
 
 
 def _timeline_section(model: ReportModel, timelines, timeline_svg: str) -> str:

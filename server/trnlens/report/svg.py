@@ -65,7 +65,7 @@ def timelines(runs: list[Timeline], first_index: int = 0) -> tuple[str, list[dic
                     f'<rect x="{x:.2f}" y="{by}" width="{w:.2f}" height="{ROW_H - 4}"/>'
                     f'<text x="{x + 3:.2f}" y="{by + 11}">'
                     f"{escape.text(bar.name if w > 6.5 * len(bar.name) else '')}</text>"
-                    f"<title>{escape.text(bar.name)} · {escape.text(format_us(bar.dur))}</title>"
+                    f"<title>{escape.text(_tooltip(bar))}</title>"
                     "</g>"
                 )
             parts.append("</g>")
@@ -93,6 +93,18 @@ def _axis(span: float, scale: float) -> str:
             f"{escape.text(format_us(t))}</text></g>"
         )
     return f'<g class="axis">{"".join(ticks)}</g>'
+
+
+def _tooltip(bar) -> str:
+    """What hovering an event says: name, duration, shapes, source line."""
+    parts = [bar.name, format_us(bar.dur)]
+    if bar.shapes:
+        parts.append("shapes " + ", ".join(str(s) for s in bar.shapes if s))
+    if bar.site:
+        parts.append(f"{bar.site[0]}:{bar.site[1]}")
+    if bar.note:
+        parts.append(bar.note)
+    return " · ".join(parts)
 
 
 def _detail(bar, label: str) -> dict:

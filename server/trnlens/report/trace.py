@@ -24,7 +24,9 @@ import ijson
 
 from trnlens.agent.events import STEP_PREFIX
 
-MAX_EVENTS = 20_000
+# A drawn event costs about 1 kB of page (bar, label, tooltip, details): 5,000 keep a busy step's
+# page near 5 MB, which a webview still scrolls and zooms smoothly.
+MAX_EVENTS = 5_000
 _EPSILON_US = 0.01  # chrome trace times are rounded to ns; nesting tolerates that
 
 
