@@ -195,3 +195,25 @@ def test_variants_stored_before_they_carried_speedups_get_them_from_timing(runs,
     assert "baseline" in body
     for speedup in comparison["speedups"][1:]:
         assert f"{speedup:.2f}×" in body
+
+
+def test_neff_ntff_pairs_are_linked_beside_the_run(runs, tmp_path):
+    """Files named as a Neuron run leaves them (stand-ins: not real NEFF/NTFF content)."""
+    result = json.loads(json.dumps(runs.profile))
+    result["run_id"] = "20990101T000000-0000aeff"
+    run_dir = runs.root / ".trnlens" / "artifacts" / result["run_id"]
+    nested = run_dir / "neuron" / "i-0_pid_1"
+    nested.mkdir(parents=True)
+    (nested / "neff_395760075800974.neff").write_bytes(b"n" * 2000)
+    (nested / "395760075800974_instid_0_vnc_0.ntff").write_bytes(b"t" * 3000)
+    (nested / "profile_nc_1_session_0.ntff").write_bytes(b"")
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(result))
+    with Store(runs.root) as store:
+        built = build.write(store, build.select(store, str(path), runs.root), runs.root)
+    page = Page(built.path.read_text("utf-8"))
+    hrefs = [a["href"] for a in page.all("a", "file")]
+    assert "neuron/i-0_pid_1/neff_395760075800974.neff" in hrefs
+    assert "neuron/i-0_pid_1/395760075800974_instid_0_vnc_0.ntff" in hrefs
+    body = " ".join(page.text)
+    assert "NEFF" in body and "↔ NTFF" in body and "trnlens explorer RUN" in body
