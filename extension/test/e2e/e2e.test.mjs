@@ -6,6 +6,10 @@
 //              the measured line its inlay hint, a hotspot diagnostic its squiggle, the status
 //              bar `done`, and the store a new run; Ctrl+Alt+P on rmsnorm_fused profiles that
 //              one through the extension's own command.
+//              The `▦ Report` lens then opens the run report in a webview, and a click on an
+//              event of its timeline reveals that event's source line in the editor.
+//   report:    the latest run's report opened from disk in the plain browser: no console
+//              errors, nothing loaded but the page, an event click shows its details.
 //   untrusted: the same folder with workspace trust on and the folder not trusted: the server
 //              runs and shows what it knows (the stored run's diagnostic), but no profile lens,
 //              and the keybinding starts no run.
@@ -37,6 +41,8 @@ import {
   runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
+import { checkReport } from './report-browser.mjs';
+import { reportInWebview } from './report-webview.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const extensionDir = resolve(here, '..', '..');
@@ -299,6 +305,11 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await page.mouse.move(5, 450);
       await page.keyboard.press('Escape');
 
+      // The run report: the lens opens it in a webview; an event click reveals its line (17).
+      await lensAbove(page, 'def rmsnorm_naive(');
+      await reportInWebview(page, page.locator('[data-e2e-lens="def rmsnorm_naive("]'), ARTIFACTS, { line: 17 });
+      await page.locator('.monaco-editor .view-lines').first().click();
+
       // The extension's own command: cursor in rmsnorm_fused's body, then the keybinding.
       await page.keyboard.press('Control+G');
       await page.keyboard.type('22');
@@ -314,6 +325,22 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       );
       assert.deepEqual(storedRuns(), ['rmsnorm_naive', 'rmsnorm_fused']);
     });
+  });
+
+  it('the run report renders in a plain browser; an event click shows its details', async () => {
+    // The trusted test's runs: the page of the latest, opened from disk (no editor).
+    const report = execFileSync(PYTHON, ['-m', 'trnlens', 'report', '--project', samples]).toString().trim();
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    try {
+      const seen = await checkReport(page, report, join(ARTIFACTS, 'report-browser.png'));
+      assert.deepEqual(seen.problems, []); // no console errors, no CSP violations
+      assert.deepEqual(seen.foreign, []); // nothing loaded but the page itself
+      assert.deepEqual(seen.lanes, ['python', 'dispatch', 'runtime', 'device']);
+      assert.match(seen.details, /duration[\s\S]*input shapes[\s\S]*rmsnorm\.py:\d+/);
+      assert.notEqual(seen.zoomed, seen.before);
+    } finally {
+      await page.close();
+    }
   });
 
   it('in an untrusted workspace, analyses but never profiles', async () => {

@@ -51,6 +51,9 @@ class Measurement:
     kernels: list = field(default_factory=list)
     kernel_launches_per_step: float | None = None
     lines: list = field(default_factory=list)
+    # [path, line] (or None) of each dispatch of one step, in order: where the report's timeline
+    # finds each headline dispatch's source line (set only when every step dispatched alike).
+    dispatch_sites: list | None = None
     timing: dict | None = None
     artifacts: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
@@ -124,7 +127,7 @@ class Measurer:
         m.artifacts.extend(self.backend.artifacts(out_dir))
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
-            m.lines, host_peak, line_warnings = self._lines(step, project, events)
+            m.lines, host_peak, line_warnings, m.dispatch_sites = self._lines(step, project, events)
             m.warnings.extend(line_warnings)
             if self.backend.time_basis == "cpu":
                 m.peak_memory_bytes = host_peak
@@ -220,9 +223,11 @@ class Measurer:
         names = [root.name for root in attributed[0]] if attributed else []
         headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
         warnings = []
+        dispatch_sites = None
         if headline and all([r.name for r in roots] == names for roots in headline):
             pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
             table = ev.line_table(pairs, device_us, len(headline))
+            dispatch_sites = [list(site) if site else None for site in sites]
         else:
             pairs = [(ev.site_of(r, mode.labels), r) for roots in attributed for r in roots]
             table = ev.line_table(pairs, device_us, max(len(attributed), 1))
@@ -231,7 +236,7 @@ class Measurer:
                 "the line-attribution mode and read higher than the headline figures"
             )
         first_step = _first_step_events(events)
-        return table, ev.peak_memory_from_events(first_step), warnings
+        return table, ev.peak_memory_from_events(first_step), warnings, dispatch_sites
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()

@@ -313,6 +313,8 @@ class Runner:
             "artifacts",
         ):
             result[key] = getattr(m, key)
+        if m.dispatch_sites is not None:
+            result["dispatch_sites"] = m.dispatch_sites
         result["warnings"].extend(m.warnings)
         result["_output"] = _output_of(step, torch, mode)
 
@@ -405,8 +407,16 @@ class Runner:
         warnings = []
         if len({str(r["inputs"]) for r in results if r["inputs"]}) > 1:
             warnings.append("the variants ran on different inputs: compare their figures with care")
-        for r in results:
+        for index, r in enumerate(results):
             r.pop("_output", None)
+            # Kept on each stored variant too: the comparison envelope itself is not stored.
+            r["comparison"] = {
+                "baseline_run_id": base["run_id"],
+                "index": index,
+                "speedup": speedups[index],
+                "speedup_range": ranges[index],
+                "max_abs_diff": diffs[index],
+            }
         return {
             "schema_version": SCHEMA_VERSION,
             "variants": results,

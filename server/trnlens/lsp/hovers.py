@@ -14,6 +14,7 @@ from lsprotocol import types
 
 from trnlens.lsp import compiled, format
 from trnlens.lsp.documents import Placement, ProfiledDocument
+from trnlens.lsp.report import hover_link as report_link
 
 MAX_OPS = 15
 
@@ -108,6 +109,7 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         lines.append(f"[chrome trace]({path.as_uri()}) (open in Perfetto or chrome://tracing)")
     if artifacts is not None:
         lines.extend(_neuron_lines(artifacts / placement.result.run_id))
+        lines.extend(["", report_link(doc, placement)])
     return "\n".join(lines)
 
 
