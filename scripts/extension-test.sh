@@ -7,6 +7,8 @@
 #
 #   scripts/extension-test.sh              everything
 #   scripts/extension-test.sh --skip-e2e   build, package and unit tests only
+#   scripts/extension-test.sh --install-only   npm and apt dependencies only (scripts/test.sh
+#                                          runs it first: the report's Chromium test needs them)
 #
 # Screenshots of the e2e go to extension/test/e2e/artifacts (TRNLENS_E2E_ARTIFACTS).
 set -euo pipefail
@@ -16,10 +18,12 @@ EXT="$REPO/extension"
 E2E="$EXT/test/e2e"
 
 SKIP_E2E=0
+INSTALL_ONLY=0
 for arg in "$@"; do
     case "$arg" in
         --skip-e2e) SKIP_E2E=1 ;;
-        *) echo "usage: $0 [--skip-e2e]" >&2; exit 2 ;;
+        --install-only) INSTALL_ONLY=1 ;;
+        *) echo "usage: $0 [--skip-e2e | --install-only]" >&2; exit 2 ;;
     esac
 done
 
@@ -59,19 +63,21 @@ step "npm ci (extension)"
 npm_ci_once "$EXT"
 done_step
 
-step "type check and bundle"
-(cd "$EXT" && npm run -s typecheck && node build.mjs --production)
-done_step
+if ((!INSTALL_ONLY)); then
+    step "type check and bundle"
+    (cd "$EXT" && npm run -s typecheck && node build.mjs --production)
+    done_step
 
-step "package the .vsix (vsce, offline)"
-# vscode:prepublish type-checks and bundles again; --no-dependencies: the bundle holds them.
-(cd "$EXT" && npx vsce package --allow-missing-repository --skip-license --no-dependencies \
-    -o trnlens.vsix)
-done_step
+    step "package the .vsix (vsce, offline)"
+    # vscode:prepublish type-checks and bundles again; --no-dependencies: the bundle holds them.
+    (cd "$EXT" && npx vsce package --allow-missing-repository --skip-license --no-dependencies \
+        -o trnlens.vsix)
+    done_step
 
-step "unit tests"
-(cd "$EXT" && npm run -s test:unit)
-done_step
+    step "unit tests"
+    (cd "$EXT" && npm run -s test:unit)
+    done_step
+fi
 
 if ((SKIP_E2E)); then
     echo "extension-test: e2e skipped (--skip-e2e)"
@@ -105,6 +111,11 @@ tar czf "$RG_CACHE/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz" -C "$(di
 # itself no longer knows that setting and warns about it: the warning is expected).
 (export npm_config_yes=true npm_config_unsafe_perm=true; npm_ci_once "$E2E")
 done_step
+
+if ((INSTALL_ONLY)); then
+    echo "extension-test: dependencies installed (--install-only)"
+    exit 0
+fi
 
 step "e2e in code-server"
 PYTHON=${TRNLENS_PYTHON:-$REPO/.venv/bin/python}

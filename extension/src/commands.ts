@@ -14,6 +14,7 @@ export const COMMANDS = {
   compare: 'trnlens.compare',
   selectTarget: 'trnlens.selectTarget',
   openExplorer: 'trnlens.openExplorer',
+  showReport: 'trnlens.showReport',
   clearResults: 'trnlens.clearResults',
   restartServer: 'trnlens.restartServer',
   showLog: 'trnlens.showLog',
@@ -37,6 +38,8 @@ export interface CommandDeps {
   setTarget(target: string): void;
   /** Runs the server's openExplorer request and opens what it names (see urls.UrlOpener). */
   openExplorer(request: () => Promise<unknown>): Promise<ExplorerOpened | undefined>;
+  /** Builds and shows the run report of {uri?, qualname?} (see report.ReportView). */
+  showReport(argument: object): Promise<unknown>;
 }
 
 /** What `trnlens.server.profile` answers. */
@@ -55,6 +58,7 @@ export function registerCommands(deps: CommandDeps): api.Disposable[] {
     [COMMANDS.compare]: () => compare(deps),
     [COMMANDS.selectTarget]: () => selectTarget(deps),
     [COMMANDS.openExplorer]: () => openExplorer(deps),
+    [COMMANDS.showReport]: () => showReport(deps),
     [COMMANDS.clearResults]: () => clearResults(deps),
     [COMMANDS.restartServer]: () => deps.server.restart(),
     [COMMANDS.showLog]: async () => deps.log.show(),
@@ -136,14 +140,19 @@ export async function compare(deps: CommandDeps): Promise<void> {
   }
 }
 
-export async function openExplorer(deps: CommandDeps): Promise<void> {
+/** {uri, qualname} of the function at the cursor, {uri} elsewhere in a Python file, else {}. */
+async function functionOrFileAtCursor(deps: CommandDeps): Promise<object> {
   const editor = api.activeEditor();
-  let argument: object = {};
-  if (editor?.languageId === 'python') {
-    const candidates = (await profilablesIn(deps, editor.uri, false)) ?? [];
-    const here = profilableAt(candidates, editor.lines, editor.line);
-    argument = here ? { uri: here.arguments.uri, qualname: here.qualname } : { uri: editor.uri };
+  if (editor?.languageId !== 'python') {
+    return {};
   }
+  const candidates = (await profilablesIn(deps, editor.uri, false)) ?? [];
+  const here = profilableAt(candidates, editor.lines, editor.line);
+  return here ? { uri: here.arguments.uri, qualname: here.qualname } : { uri: editor.uri };
+}
+
+export async function openExplorer(deps: CommandDeps): Promise<void> {
+  const argument = await functionOrFileAtCursor(deps);
   const opened = await deps.openExplorer(() =>
     deps.server.executeCommand(SERVER.openExplorer, argument),
   );
@@ -154,6 +163,11 @@ export async function openExplorer(deps: CommandDeps): Promise<void> {
   for (const problem of opened.problems) {
     void api.showWarningMessage(problem);
   }
+}
+
+/** The report of the function at the cursor (its latest run), else of the project's latest run. */
+export async function showReport(deps: CommandDeps): Promise<void> {
+  await deps.showReport(await functionOrFileAtCursor(deps));
 }
 
 async function functionForCommand(

@@ -14,6 +14,7 @@ import { createLanguageClient } from './languageclient';
 import { middleware } from './middleware';
 import { reportServerProblem } from './problems';
 import { chooseInterpreter, PYTHON_EXTENSION_ID, type PythonEnvironments } from './python';
+import { ReportView, SERVER_REPORT, type ReportAnswer } from './report';
 import { RunTracker } from './runstate';
 import { StatusBar } from './statusbar';
 import { UNTRUSTED_MESSAGE } from './trust';
@@ -48,6 +49,12 @@ export async function activate(context: ExtensionContextLike): Promise<void> {
     openExternal: api.openExternal,
   });
 
+  // The report panel asks the server for the page; `server` exists by the time anyone clicks.
+  const reports = new ReportView({
+    execute: (argument) => server.executeCommand<ReportAnswer>(SERVER_REPORT, argument),
+    log,
+  });
+
   const server: ServerManager = new ServerManager({
     interpreter: () =>
       chooseInterpreter({
@@ -75,6 +82,7 @@ export async function activate(context: ExtensionContextLike): Promise<void> {
           runs,
           openExternal: (url) => opener.showDocument(url),
           refuseUntrusted: () => void api.showWarningMessage(UNTRUSTED_MESSAGE),
+          showReport: (argument) => reports.show(argument),
         }),
       }),
     isTrusted: api.isWorkspaceTrusted,
@@ -97,6 +105,7 @@ export async function activate(context: ExtensionContextLike): Promise<void> {
       log,
       setTarget: (target) => statusbar.update({ target }),
       openExplorer: (request) => opener.explorer(request),
+      showReport: (argument) => reports.show(argument),
     }),
     api.onDidChangeConfiguration((affects) => {
       if (needsRestart(affects)) {

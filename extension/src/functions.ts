@@ -6,6 +6,8 @@
 
 export const PROFILE = 'trnlens.server.profile';
 export const CANCEL = 'trnlens.server.cancel';
+/** The run report lens's (and hover link's) command: see report.ts. */
+export const REPORT = 'trnlens.server.report';
 
 /** A code lens as it comes over the wire (`textDocument/codeLens`). */
 export interface WireCodeLens {

@@ -29,6 +29,8 @@ export function createLanguageClient(spec: ServerSpec, settings: ClientSettings)
     outputChannel: settings.log,
     traceOutputChannel: settings.log,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
+    // Hovers link to the run report (a command link); no other command runs from Markdown.
+    markdown: { isTrusted: { enabledCommands: ['trnlens.server.report'] } },
   };
   const client = new LanguageClient(
     'trnlens',

@@ -5,6 +5,7 @@ import type { Middleware } from 'vscode-languageclient/node';
 import type { ProgressValue, RunTracker } from './runstate';
 import { runsCode, UntrustedError, visibleLenses } from './trust';
 import { SECTION } from './configuration';
+import { REPORT as SERVER_REPORT } from './functions';
 
 export interface MiddlewareDeps {
   isTrusted(): boolean;
@@ -15,6 +16,8 @@ export interface MiddlewareDeps {
   openExternal(url: string): Promise<boolean>;
   /** Tells the user a command was refused because the workspace is untrusted. */
   refuseUntrusted(): void;
+  /** Shows the run report in a webview (a lens or hover link asking the server to show it). */
+  showReport(argument: object): Promise<unknown>;
 }
 
 const NEVER_CANCELLED = {
@@ -34,6 +37,12 @@ export function middleware(deps: MiddlewareDeps): Middleware {
       if (runsCode(command) && !deps.isTrusted()) {
         deps.refuseUntrusted();
         return Promise.reject(new UntrustedError());
+      }
+      // The report lens and hover link ask the server to show the page (a browser, for any
+      // LSP editor); in VS Code it opens in a webview beside the code instead.
+      const argument = args[0] as { show?: unknown } | undefined;
+      if (command === SERVER_REPORT && argument?.show === true) {
+        return deps.showReport(argument);
       }
       return next(command, args);
     },

@@ -208,3 +208,48 @@ export async function extensionExports<T>(id: string): Promise<T | undefined> {
   }
   return extension.isActive ? extension.exports : extension.activate();
 }
+
+// -- webviews (the run report)
+/** A webview panel through which only HTML, messages and disposal pass. */
+export interface ReportPanel {
+  setHtml(html: string, title: string): void;
+  reveal(): void;
+  onMessage(listener: (message: unknown) => void): Disposable;
+  onDidDispose(listener: () => void): Disposable;
+  dispose(): void;
+}
+
+/** A panel beside the active editor, scripts on (the page's CSP allows only its own nonce'd
+ * script), no local resources (the page is self-contained). */
+export function createReportPanel(title: string): ReportPanel {
+  const panel = vscode.window.createWebviewPanel(
+    'trnlens.report',
+    title,
+    { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true },
+    { enableScripts: true, localResourceRoots: [], enableFindWidget: true },
+  );
+  return {
+    setHtml(html: string, newTitle: string) {
+      panel.title = newTitle;
+      panel.webview.html = html;
+    },
+    reveal: () => panel.reveal(vscode.ViewColumn.Beside, true),
+    onMessage: (listener) => panel.webview.onDidReceiveMessage(listener),
+    onDidDispose: (listener) => panel.onDidDispose(listener),
+    dispose: () => panel.dispose(),
+  };
+}
+
+/** Opens a file in the first editor column with the cursor on `line` (1-based). */
+export async function revealLine(path: string, line: number): Promise<void> {
+  const position = new vscode.Position(Math.max(line - 1, 0), 0);
+  const editor = await vscode.window.showTextDocument(vscode.Uri.file(path), {
+    viewColumn: vscode.ViewColumn.One,
+    selection: new vscode.Range(position, position),
+  });
+  editor.revealRange(new vscode.Range(position, position), vscode.TextEditorRevealType.InCenter);
+}
+
+export function fileUri(path: string): string {
+  return vscode.Uri.file(path).toString();
+}

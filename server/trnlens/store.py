@@ -207,6 +207,29 @@ class Store:
         args.append(limit)
         return [json.loads(r[0]) for r in self._db.execute(query, args)]
 
+    def comparison(self, run_id: str) -> list[dict]:
+        """The variants stored with ``run_id`` by one comparison, in the comparison's order
+        (just that run when it was a plain profile; none when there is no such run)."""
+        row = self._db.execute(
+            "SELECT comparison_id FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            return []
+        if row[0] is None:
+            return [self.get(run_id)]
+        rows = self._db.execute(
+            "SELECT result_json FROM runs WHERE comparison_id = ? ORDER BY created_at, run_id",
+            (row[0],),
+        )
+        found = [json.loads(r[0]) for r in rows]
+
+        def order(run: dict):
+            # Runs stored before variants carried their index: the baseline's id names the group.
+            index = (run.get("comparison") or {}).get("index")
+            return index if index is not None else (0 if run["run_id"] == row[0] else 1)
+
+        return sorted(found, key=order)
+
     def latest(self, path: str, qualname: str) -> dict | None:
         found = self.runs(path, qualname, limit=1)
         return found[0] if found else None

@@ -78,3 +78,33 @@ def test_line_table_sums_per_site_and_per_step():
         {"path": "m.py", "line": 4, "cpu_us": 4.0, "device_us": 4.0, "dispatches": 1,
          "ops": {"aten::mul": 1.0}},
     ]  # fmt: skip
+
+
+def test_kernels_are_not_counted_twice_in_the_op_table():
+    """A CUDA kernel's time is in its launching op's self device time and in its own event.
+
+    Real torch FunctionEvents (not hand-made ones): the double count came from torch's own
+    property definitions, so the test must use them.
+    """
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+    from trnlens.agent.backends.base import Backend
+
+    step = FunctionEvent(id=1, name="ProfilerStep#1", thread=0, start_us=0, end_us=200,
+                         use_device="cuda")  # fmt: skip
+    mul = FunctionEvent(id=2, name="aten::mul", thread=0, start_us=5, end_us=100,
+                        use_device="cuda")  # fmt: skip
+    mul.append_kernel("elementwise_kernel", 0, 50)
+    kernel = FunctionEvent(id=3, name="elementwise_kernel", thread=7, start_us=20, end_us=70,
+                           use_device="cuda", device_type=DeviceType.CUDA)  # fmt: skip
+    all_events = [step, mul, kernel]
+    backend = Backend(torch=None, options={})
+    assert kernel.self_device_time_total == mul.self_device_time_total == 50  # torch's view
+
+    ops = events.op_table(all_events, backend.self_device_us, backend.device_total_us, steps=1)
+    assert [op["name"] for op in ops] == ["aten::mul"]
+    assert sum(op["self_device_us"] for op in ops) == 50
+    assert events.kernel_table(all_events, steps=1) == [
+        {"name": "elementwise_kernel", "calls": 1, "device_us": 50.0}
+    ]
+    assert [e.name for e in all_events if events.is_host(e)] == ["ProfilerStep#1", "aten::mul"]

@@ -151,6 +151,8 @@ def test_a_loop_of_tiny_ops_is_launch_bound(project):
         "samples/attention.py::naive_attention",
         "samples/attention.py::fused_attention",
         "samples/llama_block.py::DecoderBlock",
+        "samples/graph_break.py::rmsnorm_logged",
+        "samples/graph_break.py::rmsnorm_quiet",
     ],
 )
 def test_no_false_alarm_on_the_samples(spec, tmp_path):
@@ -159,7 +161,7 @@ def test_no_false_alarm_on_the_samples(spec, tmp_path):
     result = run(tmp_path, [{"path": path, "qualname": qualname}], repeats=1)
     assert result["mode"] == "inference"
     assert by_id(result) == {}
-    if qualname.endswith("compiled"):
+    if qualname in ("rmsnorm_compiled", "rmsnorm_logged", "rmsnorm_quiet"):
         assert result["launch"] is None  # compiled code: no eager dispatches to measure
     else:
         assert result["launch"]["idle_share"] < 0.5

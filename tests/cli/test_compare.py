@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+from trnlens.cli.render import render_comparison
 from trnlens.results import schema
 
 from tests.cli.conftest import trnlens
@@ -25,6 +26,11 @@ def test_compare_naive_fused_and_compiled(samples):
     ]  # fmt: skip
     assert outcome["speedups"][0] == 1.0
     assert all(d is not None and d < 1e-4 for d in outcome["max_abs_diff"])
+    # The compiled variant says what torch.compile made of it; the others were not compiled.
+    assert [("compile" in v) for v in outcome["variants"]] == [False, False, True]
+    compiled = outcome["variants"][2]["compile"]
+    assert compiled["graphs_per_call"] == 1 and compiled["breaks"] == []
+    assert "rmsnorm_naive (compiled): 1 graph per call  ·  compile " in render_comparison(outcome)
 
 
 def test_compare_table(samples):

@@ -10,6 +10,7 @@ import textwrap
 import time
 
 import jsonschema
+import pytest
 from trnlens.results import schema
 
 from tests.cli.conftest import trnlens
@@ -129,3 +130,20 @@ def test_timeout_stops_the_run(tmp_path):
     assert done.returncode == 4
     assert "longer than 4 s and was stopped" in done.stderr
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.slow
+def test_compiled_flag_compiles_an_undecorated_function_and_reports_its_graph(samples):
+    done = trnlens(
+        "profile", "samples/rmsnorm.py::rmsnorm_naive", "--compiled", *FAST, "--format", "json",
+        cwd=samples,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    jsonschema.validate(result, schema())
+    assert result["variant"]["kind"] == "compiled" and result["dispatches_per_step"] == 1
+    info = result["compile"]
+    assert info["graphs_per_call"] == 1 and info["breaks"] == [] and info["recompiles"] == []
+    assert info["graphs"][0]["op_names"] == ["pow", "mean", "add", "rsqrt", "mul", "mul"]
+    assert info["compile_time_us"]["total_us"] > 0
+    assert "[0] compiling torch.compile" in done.stderr

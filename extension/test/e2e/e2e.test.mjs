@@ -6,6 +6,10 @@
 //              the measured line its inlay hint, a hotspot diagnostic its squiggle, the status
 //              bar `done`, and the store a new run; Ctrl+Alt+P on rmsnorm_fused profiles that
 //              one through the extension's own command.
+//              The `▦ Report` lens then opens the run report in a webview, and a click on an
+//              event of its timeline reveals that event's source line in the editor.
+//   report:    the latest run's report opened from disk in the plain browser: no console
+//              errors, nothing loaded but the page, an event click shows its details.
 //   untrusted: the same folder with workspace trust on and the folder not trusted: the server
 //              runs and shows what it knows (the stored run's diagnostic), but no profile lens,
 //              and the keybinding starts no run.
@@ -15,6 +19,9 @@
 //              Explorer` starts the stand-in on 3001/3002 (the command names no ports), ingests
 //              the run, and the browser opens the stand-in's page (through code-server's
 //              /proxy/3001/ when asExternalUri maps it), which lists the run's profile.
+//   compiled:  in samples/graph_break.py, clicking the lens of a torch.compile'd function with a
+//              print in the middle runs a real compile; the lens then gives the compile time and
+//              2 graphs, and the print's line carries the graph-break diagnostic.
 //   measured:  a loop of tiny ops profiled from its lens: the run's launch-bound finding is a
 //              warning squiggle at the loop's line, its hover says `trnlens (measured)` and the
 //              measured share of the step.
@@ -37,6 +44,8 @@ import {
   runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
+import { checkReport } from './report-browser.mjs';
+import { reportInWebview } from './report-webview.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const extensionDir = resolve(here, '..', '..');
@@ -50,6 +59,8 @@ const root = mkdtempSync(join(tmpdir(), 'trnlens-e2e-'));
 const samples = join(root, 'workspace', 'samples');
 // The explorer test's own copy, so the other tests' store stays as they expect it.
 const neuronSamples = join(root, 'workspace-neuron', 'samples');
+const compiledSamples = join(root, 'workspace-compiled', 'samples');
+const COMPILE_TIMEOUT = 300_000; // a first torch.compile took 15-40 s here; more when the machine is busy
 const STANDIN_EXPLORER = join(repo, 'tests', 'explorer', 'standin');
 const STANDIN_NEURON = join(repo, 'tests', 'agent', 'standin', 'neuron');
 // The extension's command names no ports, so the server uses Neuron Explorer's own: 3001/3002.
@@ -213,7 +224,8 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     // Screenshots of an earlier run must not pass for this one's.
     for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure',
-      'explorer', 'explorer-page', 'explorer-failure', 'measured', 'measured-failure']) {
+      'explorer', 'explorer-page', 'explorer-failure', 'compiled', 'compiled-failure',
+      'measured', 'measured-failure']) {
       rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
     }
     cpSync(join(repo, 'samples'), samples, {
@@ -297,6 +309,11 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await page.mouse.move(5, 450);
       await page.keyboard.press('Escape');
 
+      // The run report: the lens opens it in a webview; an event click reveals its line (17).
+      await lensAbove(page, 'def rmsnorm_naive(');
+      await reportInWebview(page, page.locator('[data-e2e-lens="def rmsnorm_naive("]'), ARTIFACTS, { line: 17 });
+      await page.locator('.monaco-editor .view-lines').first().click();
+
       // The extension's own command: cursor in rmsnorm_fused's body, then the keybinding.
       await page.keyboard.press('Control+G');
       await page.keyboard.type('22');
@@ -312,6 +329,22 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       );
       assert.deepEqual(storedRuns(), ['rmsnorm_naive', 'rmsnorm_fused']);
     });
+  });
+
+  it('the run report renders in a plain browser; an event click shows its details', async () => {
+    // The trusted test's runs: the page of the latest, opened from disk (no editor).
+    const report = execFileSync(PYTHON, ['-m', 'trnlens', 'report', '--project', samples]).toString().trim();
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    try {
+      const seen = await checkReport(page, report, join(ARTIFACTS, 'report-browser.png'));
+      assert.deepEqual(seen.problems, []); // no console errors, no CSP violations
+      assert.deepEqual(seen.foreign, []); // nothing loaded but the page itself
+      assert.deepEqual(seen.lanes, ['python', 'dispatch', 'runtime', 'device']);
+      assert.match(seen.details, /duration[\s\S]*input shapes[\s\S]*rmsnorm\.py:\d+/);
+      assert.notEqual(seen.zoomed, seen.before);
+    } finally {
+      await page.close();
+    }
   });
 
   it('in an untrusted workspace, analyses but never profiles', async () => {
@@ -419,6 +452,37 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await stopExplorer(workdir);
     }
     assert.ok(await portsFree(EXPLORER_PORTS), 'the stand-in explorer still listens');
+  });
+  it('shows the graph break after profiling a compiled function', async () => {
+    cpSync(join(repo, 'samples'), compiledSamples, {
+      recursive: true,
+      filter: (source) => !source.includes('.trnlens') && !source.includes('__pycache__'),
+    });
+    mkdirSync(join(compiledSamples, '.trnlens'), { recursive: true });
+    await session('compiled', true, async (page) => {
+      await waitFor('the ▶ Profile lens', () => lensAbove(page, 'def rmsnorm_logged('), 60_000);
+      // The static hint is there before anything ran.
+      await page.locator('.squiggly-info').first().waitFor({ timeout: 30_000 });
+      await page.locator('[data-e2e-lens="def rmsnorm_logged("] a', { hasText: 'Profile' }).first().click();
+      const lens = await waitFor(
+        'the compiled run on the lens',
+        async () => {
+          const text = await lensAbove(page, 'def rmsnorm_logged(');
+          return text && /compiled in/.test(text) ? text : null;
+        },
+        COMPILE_TIMEOUT,
+      );
+      assert.match(lens, /▶ Profile · .* · 2 dispatches · compiled in [\d.]+ m?s · 2 graphs · 1 break/);
+      await page.locator('.squiggly-warning').first().waitFor({ timeout: 30_000 });
+      const hover = await hoverOver(
+        page,
+        'variance = x.pow(2)',
+        'print',
+        /graph break: Failed to trace builtin operator[\s\S]*; 2 graphs, 2 dispatches per step/,
+      );
+      assert.match(hover, /confirmed by the compiled run/);
+      await page.screenshot({ path: join(ARTIFACTS, 'compiled.png') });
+    }, { folder: compiledSamples, file: 'graph_break.py' });
   });
 
   it('shows a measured finding as a diagnostic after a profile', async () => {

@@ -58,6 +58,7 @@ function setup() {
   const server = new FakeServer();
   const targets: string[] = [];
   const explorerRequests: unknown[] = [];
+  const reports: object[] = [];
   let explorerAnswer: ExplorerOpened | undefined = { opened: 'http://localhost:3001/', problems: [] };
   const log = recordingLog();
   const deps: CommandDeps = {
@@ -68,6 +69,7 @@ function setup() {
       explorerRequests.push(await request());
       return explorerAnswer;
     },
+    showReport: async (argument) => void reports.push(argument),
   };
   registerCommands(deps);
   const run = async (id: string) => {
@@ -82,6 +84,7 @@ function setup() {
     log,
     run,
     explorerRequests,
+    reports,
     setExplorerAnswer: (answer: ExplorerOpened | undefined) => (explorerAnswer = answer),
   };
 }
@@ -212,6 +215,17 @@ describe('commands', () => {
     setExplorerAnswer(undefined);
     await run(COMMANDS.openExplorer);
     assert.match(state.shown[1].message, /named no Neuron Explorer page/);
+  });
+
+  it('Show Run Report names the function at the cursor, else the file, else nothing', async () => {
+    const { run, reports } = setup();
+    editorAt(3);
+    await run(COMMANDS.showReport);
+    editorAt(8);
+    await run(COMMANDS.showReport);
+    state.editor = undefined;
+    await run(COMMANDS.showReport);
+    assert.deepEqual(reports, [{ uri: URI, qualname: 'rmsnorm_naive' }, { uri: URI }, {}]);
   });
 
   it('Restart Server restarts', async () => {

@@ -5,13 +5,14 @@ import { RunTracker } from '../../src/runstate';
 import { UntrustedError } from '../../src/trust';
 
 function deps(trusted: boolean) {
-  const record = { refused: 0, opened: [] as string[] };
+  const record = { refused: 0, opened: [] as string[], reports: [] as object[] };
   const value: MiddlewareDeps = {
     isTrusted: () => trusted,
     section: (scopeUri) => ({ steps: 7, scope: scopeUri }),
     runs: new RunTracker(),
     openExternal: async (url) => (record.opened.push(url), true),
     refuseUntrusted: () => void record.refused++,
+    showReport: async (argument) => (record.reports.push(argument), { path: '/r.html' }),
   };
   return { value, record };
 }
@@ -21,6 +22,17 @@ const token = {} as never;
 const document = {} as never;
 
 describe('middleware', () => {
+  it('opens the report lens and hover link in the webview; plain report requests pass', async () => {
+    const { value, record } = deps(true);
+    const sent: unknown[] = [];
+    const next = async (command: string, args: unknown[]) => void sent.push([command, ...args]);
+    const shown = { uri: 'file:///ws/m.py', qualname: 'f', runId: 'r1', show: true };
+    assert.deepEqual(await middleware(value).executeCommand!('trnlens.server.report', [shown], next), { path: '/r.html' });
+    await middleware(value).executeCommand!('trnlens.server.report', [{ runId: 'r1' }], next);
+    assert.deepEqual(record.reports, [shown]);
+    assert.deepEqual(sent, [['trnlens.server.report', { runId: 'r1' }]]);
+  });
+
   it('hides the lenses that would run code in an untrusted workspace', async () => {
     const lenses = [lens('trnlens.server.profile'), lens('trnlens.server.cancel'), { range: {} }];
     const next = async () => lenses as never;

@@ -35,6 +35,56 @@ export class FakeUri {
   }
 }
 
+/** A webview panel: its options, HTML, title, and the page's side of the message channel. */
+export class FakePanel {
+  html = '';
+  revealed = 0;
+  disposed = false;
+  readonly messages = new FakeEventEmitter<unknown>();
+  readonly disposal = new FakeEventEmitter<void>();
+  constructor(
+    readonly viewType: string,
+    public title: string,
+    readonly column: unknown,
+    readonly options: Record<string, unknown>,
+  ) {}
+  get webview() {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const panel = this;
+    return {
+      get html() {
+        return panel.html;
+      },
+      set html(value: string) {
+        panel.html = value;
+      },
+      onDidReceiveMessage: panel.messages.event,
+    };
+  }
+  reveal() {
+    this.revealed++;
+  }
+  onDidDispose = (listener: () => void) => this.disposal.event(listener);
+  dispose() {
+    this.disposed = true;
+    this.disposal.fire();
+  }
+}
+
+class FakePosition {
+  constructor(
+    readonly line: number,
+    readonly character: number,
+  ) {}
+}
+
+class FakeRange {
+  constructor(
+    readonly start: FakePosition,
+    readonly end: FakePosition,
+  ) {}
+}
+
 export interface Shown {
   kind: 'info' | 'warning' | 'error';
   message: string;
@@ -70,6 +120,9 @@ export const state = {
   externalUris: new Map<string, string>(),
   extensions: new Map<string, { isActive: boolean; exports: unknown; activate(): Promise<unknown> }>(),
   statusItems: [] as Array<Record<string, unknown>>,
+  panels: [] as FakePanel[],
+  /** showTextDocument calls: the file path and the selected line (0-based). */
+  revealed: [] as Array<{ path: string; line: number; column: unknown }>,
   channels: [] as Array<{ name: string; lines: string[]; shown: number }>,
   configurationChanged: new FakeEventEmitter<{ affectsConfiguration(section: string): boolean }>(),
   trustGranted: new FakeEventEmitter<void>(),
@@ -91,6 +144,8 @@ export function reset(): void {
   state.externalUris = new Map();
   state.extensions = new Map();
   state.statusItems = [];
+  state.panels = [];
+  state.revealed = [];
   state.channels = [];
   state.configurationChanged = new FakeEventEmitter();
   state.trustGranted = new FakeEventEmitter();
@@ -116,6 +171,10 @@ function configuration(section: string) {
 
 const fake = {
   Uri: FakeUri,
+  Position: FakePosition,
+  Range: FakeRange,
+  ViewColumn: { One: 1, Two: 2, Beside: -2 },
+  TextEditorRevealType: { InCenter: 2 },
   EventEmitter: FakeEventEmitter,
   StatusBarAlignment: { Left: 1, Right: 2 },
   ThemeColor: class {
@@ -163,6 +222,15 @@ const fake = {
       item.dispose = () => (item.visible = false);
       state.statusItems.push(item);
       return item;
+    },
+    createWebviewPanel(viewType: string, title: string, column: unknown, options: Record<string, unknown>) {
+      const panel = new FakePanel(viewType, title, column, options);
+      state.panels.push(panel);
+      return panel;
+    },
+    async showTextDocument(uri: FakeUri, options: { selection: FakeRange; viewColumn: unknown }) {
+      state.revealed.push({ path: uri.fsPath, line: options.selection.start.line, column: options.viewColumn });
+      return { revealRange: () => undefined };
     },
     createTerminal(name: string) {
       const terminal = { name, sent: [] as string[] };

@@ -37,6 +37,12 @@ def is_step(event) -> bool:
     return event.name.startswith(STEP_PREFIX)
 
 
+def is_host(event) -> bool:
+    """A host-side event (an op, a region); not a device-side one (a CUDA kernel, a memcpy)."""
+    device_type = getattr(event, "device_type", None)
+    return device_type is None or str(device_type).endswith("CPU")
+
+
 def is_bookkeeping(event) -> bool:
     """Events trnlens or the profiler made, not work: steps and our own line labels."""
     return is_step(event) or event.name.startswith(LINE_LABEL)
@@ -91,11 +97,16 @@ def step_events(events) -> list:
 
 
 def op_table(events, self_device_us, device_total_us, steps: int, limit: int = 60) -> list[dict]:
-    """key_averages()-style rows (per step), CPU and device columns side by side."""
+    """key_averages()-style rows (per step), CPU and device columns side by side.
+
+    Host ops only: a host op's device columns already hold the time of the kernels it launched,
+    so the kernels themselves (device-side events) would count that time twice in any sum over
+    the rows; they have a table of their own (``kernel_table``).
+    """
     rows: dict[str, dict] = {}
     shapes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for event in events:
-        if is_bookkeeping(event):
+        if is_bookkeeping(event) or not is_host(event):
             continue
         row = rows.setdefault(
             event.name,
@@ -126,6 +137,29 @@ def op_table(events, self_device_us, device_total_us, steps: int, limit: int = 6
         per_step["input_shapes"] = [_parse_shapes(text) for text, _ in common]
         table.append(per_step)
     table.sort(key=lambda r: (-r["self_device_us"], -r["self_cpu_us"]))
+    return table[:limit]
+
+
+def kernel_table(events, steps: int, limit: int = 30) -> list[dict]:
+    """Device-side events (CUDA kernels, memcpy/memset; Neuron device events) per step, by name."""
+    rows: dict[str, dict] = {}
+    for event in events:
+        if is_host(event):
+            continue
+        row = rows.setdefault(event.name, {"name": event.name, "calls": 0, "device_us": 0.0})
+        row["calls"] += 1
+        row["device_us"] += event.time_range.elapsed_us()
+    table = []
+    for row in rows.values():
+        calls = row["calls"] / steps
+        table.append(
+            {
+                "name": row["name"],
+                "calls": int(calls) if calls.is_integer() else calls,
+                "device_us": row["device_us"] / steps,
+            }
+        )
+    table.sort(key=lambda r: -r["device_us"])
     return table[:limit]
 
 

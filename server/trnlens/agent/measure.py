@@ -49,7 +49,12 @@ class Measurement:
     first_call_us: float | None = None
     steps_us: float = 0.0  # all calls of the user's code in every pass, synchronised
     ops: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+    kernel_launches_per_step: float | None = None
     lines: list = field(default_factory=list)
+    # [path, line] (or None) of each dispatch of one step, in order: where the report's timeline
+    # finds each headline dispatch's source line (set only when every step dispatched alike).
+    dispatch_sites: list | None = None
     timing: dict | None = None
     artifacts: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
@@ -100,7 +105,7 @@ class Measurer:
         events, wall = self._profiled(step, out_dir)
         steps = max(len(ev.step_events(events)), 1)
         m.wall_time_per_step_us = statistics.fmean(wall) if wall else 0.0
-        host_events = [e for e in events if _is_host(e)]
+        host_events = [e for e in events if ev.is_host(e)]
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
         m.cpu_time_per_step_us = (
             statistics.fmean(e.cpu_time_total for e in ev.step_events(events))
@@ -111,6 +116,10 @@ class Measurer:
         m.ops = ev.op_table(
             events, self.backend.self_device_us, self.backend.device_total_us, steps
         )
+        if self.backend.time_basis == "device":
+            device_events = [e for e in events if not ev.is_host(e)]
+            m.kernels = ev.kernel_table(device_events, steps)
+            m.kernel_launches_per_step = _per_step(len(device_events), steps)
         if not events:
             m.warnings.append("the profiler recorded no events for the active steps")
         elif self.backend.time_basis == "device" and m.device_time_per_step_us == 0.0:
@@ -124,7 +133,8 @@ class Measurer:
         sites: dict = {}
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
-            m.lines, host_peak, line_warnings, sites = self._lines(step, project, events)
+            m.lines, host_peak, line_warnings, m.dispatch_sites = self._lines(step, project, events)
+            sites = _sites_by_root(host_events, m.dispatch_sites)
             m.warnings.extend(line_warnings)
             if self.backend.time_basis == "cpu":
                 m.peak_memory_bytes = host_peak
@@ -221,7 +231,7 @@ class Measurer:
                         self._check()
                         self._one_step(step)
                         prof.step()
-        events = [e for e in collected["events"] if _is_host(e)]
+        events = [e for e in collected["events"] if ev.is_host(e)]
         if self.backend.time_basis == "cpu":
 
             def device_us(e):
@@ -231,13 +241,13 @@ class Measurer:
         attributed = ev.roots_by_step(events)
         sites = [ev.site_of(root, mode.labels) for root in attributed[0]] if attributed else []
         names = [root.name for root in attributed[0]] if attributed else []
-        headline = ev.roots_by_step([e for e in headline_events if _is_host(e)])
+        headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
         warnings = []
-        headline_sites: dict[int, tuple[str, int]] = {}  # id(headline root) -> its line
+        dispatch_sites = None
         if headline and all([r.name for r in roots] == names for roots in headline):
             pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
-            headline_sites = {id(r): where for where, r in pairs if where is not None}
             table = ev.line_table(pairs, device_us, len(headline))
+            dispatch_sites = [list(site) if site else None for site in sites]
         else:
             pairs = [(ev.site_of(r, mode.labels), r) for roots in attributed for r in roots]
             table = ev.line_table(pairs, device_us, max(len(attributed), 1))
@@ -246,7 +256,7 @@ class Measurer:
                 "the line-attribution mode and read higher than the headline figures"
             )
         first_step = _first_step_events(events)
-        return table, ev.peak_memory_from_events(first_step), warnings, headline_sites
+        return table, ev.peak_memory_from_events(first_step), warnings, dispatch_sites
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()
@@ -276,9 +286,17 @@ def _per_step(count: int, steps: int):
     return int(value) if value.is_integer() else value
 
 
-def _is_host(event) -> bool:
-    device_type = getattr(event, "device_type", None)
-    return device_type is None or str(device_type).endswith("CPU")
+def _sites_by_root(host_events, dispatch_sites) -> dict:
+    """id(headline dispatch root) -> (path, line), from the sites of one step's dispatches
+    (known only when every step dispatched alike): where each finding came from."""
+    if not dispatch_sites:
+        return {}
+    return {
+        id(root): tuple(dispatch_sites[i])
+        for roots in ev.roots_by_step(host_events)
+        for i, root in enumerate(roots)
+        if i < len(dispatch_sites) and dispatch_sites[i]
+    }
 
 
 def _first_step_events(events) -> list:

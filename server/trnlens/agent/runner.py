@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from . import errors, inputs, loader, sources, steps
+from .compilelog import CompileLog
 from .measure import Cancelled, Measurer, Settings
 from .protocol import SCHEMA_VERSION
 from .reloader import Reloader
@@ -279,6 +280,12 @@ class Runner:
             )
         compiled = bool(variant.get("compile")) or _is_compiled(call, torch)
         step = _make_step(call, made, mode, torch, project, (relpath, definition.def_line))
+        measured_step, compile_log = step, None
+        options = self.request.get("options") or {}
+        if compiled and options.get("compile_log", True):  # compilelog.py; off only to measure it
+            compile_log = CompileLog(torch, project.is_project_file, project.relpath,
+                                     settings.warmup).start()  # fmt: skip
+            measured_step = compile_log.wrap(step)
         measurer = Measurer(
             torch,
             backend,
@@ -288,7 +295,7 @@ class Runner:
             self.cancelled,
         )
         try:
-            m = measurer.run(step, compiled=compiled, out_dir=out_dir, project=project)
+            m = measurer.run(measured_step, compiled=compiled, out_dir=out_dir, project=project)
         except Cancelled:
             raise
         except errors.AgentError:
@@ -301,6 +308,13 @@ class Runner:
                     "inference mode cannot run: --mode as-written runs it as written)"
                 )
             raise failure from None
+        finally:
+            if compile_log is not None:
+                compile_log.stop()
+        if compile_log is not None:
+            reuse = (path, qualname, result["function"]["source_hash"], variant.get("source"),
+                     bool(variant.get("compile")), id(target))  # fmt: skip
+            result["compile"] = compile_log.finish(reuse)
         result["accounting"] = {
             "steps_us": m.steps_us,
             "variant_us": (time.perf_counter() - variant_started) * 1e6,
@@ -313,6 +327,8 @@ class Runner:
             "peak_memory_bytes",
             "first_call_us",
             "ops",
+            "kernels",
+            "kernel_launches_per_step",
             "lines",
             "timing",
             "artifacts",
@@ -320,6 +336,8 @@ class Runner:
             "launch",
         ):
             result[key] = getattr(m, key)
+        if m.dispatch_sites is not None:
+            result["dispatch_sites"] = m.dispatch_sites
         result["warnings"].extend(m.warnings)
         result["_output"] = _output_of(step, torch, mode)
 
@@ -412,8 +430,16 @@ class Runner:
         warnings = []
         if len({str(r["inputs"]) for r in results if r["inputs"]}) > 1:
             warnings.append("the variants ran on different inputs: compare their figures with care")
-        for r in results:
+        for index, r in enumerate(results):
             r.pop("_output", None)
+            # Kept on each stored variant too: the comparison envelope itself is not stored.
+            r["comparison"] = {
+                "baseline_run_id": base["run_id"],
+                "index": index,
+                "speedup": speedups[index],
+                "speedup_range": ranges[index],
+                "max_abs_diff": diffs[index],
+            }
         return {
             "schema_version": SCHEMA_VERSION,
             "variants": results,

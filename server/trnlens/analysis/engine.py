@@ -25,6 +25,7 @@ from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
 from trnlens.analysis.model import Finding, Location
 from trnlens.analysis.patterns import ModuleInfo, module_info
 from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Rule
+from trnlens.analysis.rules.graphbreaks import is_compiled
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
 
@@ -295,16 +296,7 @@ def _params(args: ast.arguments) -> list[str]:
 
 # Rules about ops a compiler would fuse; host-device sync hazards (TRN1xx) stay relevant.
 FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"})
-_COMPILERS = frozenset({"torch.compile", "torch._dynamo.optimize"})
-
-
-def _compiled(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Decorated with ``torch.compile`` (bare or called with options)."""
-    for decorator in func.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if ast.unparse(target) in _COMPILERS:
-            return True
-    return False
+_compiled = is_compiled  # decorated with torch.compile (rules/graphbreaks.py)
 
 
 def _run(ctx: Context) -> Iterator[Finding]:
@@ -324,6 +316,9 @@ def _run(ctx: Context) -> Iterator[Finding]:
         try:
             matches = list(rule.check(ctx))
             found = [to_finding(ctx, match, "") for match in matches]
+            severity = getattr(rule, "severity", None)  # hints (graph-break rules) say so
+            for finding in found:
+                finding.severity = severity or finding.severity
         except RecursionError:  # absurdly deep expressions: skip this function, keep the rest
             log.warning("%s skipped in %s (too deeply nested)", rule.code, ctx.qualname)
             continue

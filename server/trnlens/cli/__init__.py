@@ -14,7 +14,17 @@ from trnlens import __version__
 from trnlens.cli import exitcodes
 
 # Subcommand modules, in the order `trnlens --help` lists them.
-SUBCOMMANDS = ["profile", "compare", "history", "diff", "targets", "check", "serve", "explorer"]
+SUBCOMMANDS = [
+    "profile",
+    "compare",
+    "report",
+    "history",
+    "diff",
+    "targets",
+    "check",
+    "serve",
+    "explorer",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

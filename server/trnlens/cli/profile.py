@@ -16,6 +16,12 @@ def register(sub) -> None:
         "under torch.profiler and print CPU and device time, dispatches and per-line figures.",
     )
     parser.add_argument("spec", metavar="PATH::QUALNAME")
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="profile it under torch.compile (backend neuron on Neuron) without editing it, and "
+        "report graph breaks, recompilations and compile time",
+    )
     common.add_run_options(parser)
     parser.set_defaults(func=run)
 
@@ -27,7 +33,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"trnlens: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     root = common.root_for([path])
-    outcome, code, store = common.execute(args, [{"path": str(path), "qualname": qualname}], root)
+    variant = {"path": str(path), "qualname": qualname}
+    if args.compiled:
+        variant["compile"] = True
+    outcome, code, store = common.execute(args, [variant], root)
     if outcome is None:
         return code
     text = render.render_result(outcome, root=root, store_dir=store.artifacts)

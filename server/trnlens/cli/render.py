@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from trnlens import units
-from trnlens.cli.findings import findings_lines, mode_lines
+from trnlens.cli.render_compile import comparison_lines, compile_lines
+from trnlens.cli.render_findings import findings_lines, mode_lines
 from trnlens.results import Result
 
 
@@ -75,8 +76,10 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
         out.append(
             "time basis: CPU (the cpu backend runs ops on the host; no accelerator time is claimed)"
         )
-    figures = [
-        f"{fmt_count(data['dispatches_per_step'])} dispatches/step",
+    figures = [f"{fmt_count(data['dispatches_per_step'])} dispatches/step"]
+    if data.get("kernel_launches_per_step") is not None:
+        figures.append(f"{fmt_count(data['kernel_launches_per_step'])} kernels/step")
+    figures += [
         f"{fmt_time(data['device_time_per_step_us'])} {dev}",
         f"{fmt_time(data['cpu_time_per_step_us'])} CPU (step)",
         f"{fmt_time(data['wall_time_per_step_us'])} wall",
@@ -127,6 +130,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                 ]
             )
         out.extend(table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+    out.extend(compile_lines(data))
     out.extend(findings_lines(data, table))
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
@@ -167,6 +171,7 @@ def render_comparison(data: dict) -> str:
         )
     out = table(headers, rows, {1, 2, 3, 4, 5, 6})
     out.insert(0, f"{base['backend']}: {base['device']}  ·  {base['mode']}")
+    out.extend(comparison_lines(data))  # what torch.compile did in the compiled variants
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
     return "\n".join(out)

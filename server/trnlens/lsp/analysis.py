@@ -30,7 +30,7 @@ from lsprotocol import types
 
 from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, fix_variants, fixable
-from trnlens.lsp import format
+from trnlens.lsp import compiled, format
 from trnlens.lsp.diagnostics import SOURCE
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.measured import static_verdict
@@ -190,6 +190,9 @@ class AnalysisService:
         measured = measured_text(doc, finding)
         if measured:
             message += f"\n{measured}"
+        verdict = compiled.static_verdict(doc, finding)  # a graph-break hint after a compiled run
+        if verdict:
+            message += f"\n{verdict}"
         return types.Diagnostic(
             range=analysed.range(finding),
             message=message,

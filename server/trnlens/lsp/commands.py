@@ -24,6 +24,7 @@ CLEAR_RESULTS = "trnlens.server.clearResults"
 COMPARE = "trnlens.server.compare"
 MEASURE_FIX = "trnlens.server.measureFix"
 OPEN_EXPLORER = "trnlens.server.openExplorer"
+REPORT = "trnlens.server.report"
 
 
 class CommandError(Exception):
@@ -199,6 +200,18 @@ async def open_explorer(server: TrnlensServer, *args: Any) -> dict:
     }
 
 
+async def report(server: TrnlensServer, *args: Any) -> dict:
+    """{uri?, qualname?, runId?, show?} -> {path, uri, root, runIds, reused}: the run report (see
+    ``lsp/report.py``)."""
+    from trnlens.lsp import report as run_report
+
+    try:
+        return await run_report.report(server, _argument(args))
+    except run_report.ReportRefused as exc:
+        server.show(f"trnlens: {exc}", types.MessageType.Error)
+        raise CommandError(str(exc)) from None
+
+
 HANDLERS = {
     PROFILE: profile,
     CANCEL: cancel,
@@ -207,4 +220,5 @@ HANDLERS = {
     COMPARE: compare,
     MEASURE_FIX: measure_fix,
     OPEN_EXPLORER: open_explorer,
+    REPORT: report,
 }

@@ -211,6 +211,7 @@ class ProfiledDocument:
         here = error.get("path") == self.relpath and error.get("line")
         error_line = error["line"] - 1 if here else None
         measured = set(lines) | ({error_line} if error_line is not None else set())
+        measured |= compiled_lines(result, self.relpath)  # graph breaks (lsp/compiled.py)
         measured |= {  # measured findings' lines follow edits like the figures' lines
             f["line"] - 1
             for f in result.data.get("findings") or []
@@ -259,3 +260,10 @@ def _relpath(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+def compiled_lines(result: Result, relpath: str) -> set[int]:
+    # Imported here: lsp/compiled.py imports this module.
+    from trnlens.lsp.compiled import lines_in
+
+    return lines_in(result, relpath)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from trnlens.lsp import format, measured
+from trnlens.lsp import compiled, format, measured
 from trnlens.lsp.documents import Placement, ProfiledDocument
+from trnlens.lsp.report import hover_link as report_link
 
 MAX_OPS = 15
 
@@ -86,6 +87,7 @@ def _function_table(placement: Placement) -> str:
         )
     if len(ops) > MAX_OPS:
         rows.append(f"| … {len(ops) - MAX_OPS} more | | | | |")
+    rows.extend(compiled.hover_lines(result))  # a compiled run's graphs
     return "\n".join(rows)
 
 
@@ -108,6 +110,7 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         lines.append(f"[chrome trace]({path.as_uri()}) (open in Perfetto or chrome://tracing)")
     if artifacts is not None:
         lines.extend(_neuron_lines(artifacts / placement.result.run_id))
+        lines.extend(["", report_link(doc, placement)])
     return "\n".join(lines)
 
 

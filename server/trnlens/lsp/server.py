@@ -21,7 +21,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from trnlens import __version__, project
-from trnlens.lsp import actions, commands, diagnostics, hints, hovers, lenses, measured
+from trnlens.lsp import actions, commands, compiled, diagnostics, hints, hovers, lenses, measured
+from trnlens.lsp import report as run_report
 from trnlens.lsp.analysis import AnalysisService
 from trnlens.lsp.config import Config
 from trnlens.lsp.documents import ProfiledDocument
@@ -44,6 +45,7 @@ class TrnlensServer(LanguageServer):
         # Static analysis registers its provider beside these under its own key.
         self.diagnostics.register("profile.hotspots", diagnostics.hotspots)
         self.diagnostics.register("profile.failures", diagnostics.failures)
+        self.diagnostics.register("profile.compile", compiled.diagnostics)
         self.diagnostics.register("profile.measured", measured.provider)
         self.analysis = AnalysisService(self)
         self.diagnostics.register("analysis", self.analysis.provider)
@@ -274,7 +276,9 @@ def create_server() -> TrnlensServer:
         target = ls.config.settings_for(doc.root).target
         # Compare lenses first: an editor shows them before ▶ Profile on the same line.
         compare = _guard([])(ls.analysis.lenses)(doc, target)
-        return compare + lenses.code_lenses(doc, target, ls.runs.job_state, watching.lens_label)
+        profile = lenses.code_lenses(doc, target, ls.runs.job_state, watching.lens_label)
+        # The report lens first: clients that key lenses by function keep the Profile lens.
+        return _guard([])(run_report.code_lenses)(doc) + compare + profile
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from trnlens.analysis.rules.activations import GeluRule, SiluRule
 from trnlens.analysis.rules.attention import AttentionRule
 from trnlens.analysis.rules.base import Context, Match, Rule
+from trnlens.analysis.rules.graphbreaks import GRAPH_BREAK_RULES
 from trnlens.analysis.rules.layernorm import LayerNormRule
 from trnlens.analysis.rules.rmsnorm import RMSNormRule
 from trnlens.analysis.rules.softmax import SoftmaxRule
@@ -18,6 +19,7 @@ ALL_RULES: tuple[Rule, ...] = (
     SiluRule(),
     AttentionRule(),
     *SYNC_RULES,
+    *GRAPH_BREAK_RULES,
 )
 
 # Not a pattern rule: the engine reports unreadable or unparsable source under this code.

@@ -1,0 +1,103 @@
+"""The run report from the editor: ``trnlens.server.report``, a lens after a run, a hover link.
+
+The command builds (or reuses) the run's HTML page off the event loop (a large chrome trace takes
+seconds to stream) and answers where it is; with ``show`` it also asks the client to show the
+page (``window/showDocument``, external: a browser). The VS Code extension intercepts the same
+command to open the page in a webview beside the code instead, and turns the page's clicks into
+revealed source lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from lsprotocol import types
+
+from trnlens.lsp.documents import Placement, ProfiledDocument
+from trnlens.report import build
+
+if TYPE_CHECKING:
+    from trnlens.lsp.server import TrnlensServer
+
+REPORT = "trnlens.server.report"
+
+
+class ReportRefused(Exception):
+    pass
+
+
+def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
+    """``▦ Report`` beside each function that has a run (placed after the ▶ Profile lens)."""
+    analysis = doc.analysis()
+    if analysis is None or not analysis.imports_torch:
+        return []
+    lenses = []
+    for qualname, placement in doc.placements.items():
+        symbol = analysis.symbols.get(qualname)
+        line = analysis.def_line_now(symbol) if symbol else None
+        if line is None:
+            continue
+        position = types.Position(line, symbol.def_column)
+        arguments = [_arguments(doc, placement, show=True)]
+        command = types.Command("▦ Report", REPORT, arguments=arguments)
+        lenses.append(types.CodeLens(types.Range(position, position), command))
+    return lenses
+
+
+def _arguments(doc: ProfiledDocument, placement: Placement, show: bool = False) -> dict:
+    return {
+        "uri": doc.uri,
+        "qualname": placement.result.qualname,
+        "runId": placement.result.run_id,
+        "show": show,
+    }
+
+
+def hover_link(doc: ProfiledDocument, placement: Placement) -> str:
+    """A Markdown line: the report as a command link (VS Code runs it) and as a CLI command."""
+    arguments = quote(json.dumps([_arguments(doc, placement, show=True)]))
+    run_id = placement.result.run_id
+    return f"[run report](command:{REPORT}?{arguments}) (`trnlens report {run_id}`)"
+
+
+async def report(server: TrnlensServer, arg: dict[str, Any]) -> dict:
+    """{uri?, qualname?, runId?, show?} -> {path, uri, root, runIds, reused}: the run ``runId``,
+    else the latest run of uri/qualname, else the project's latest run."""
+    uri, qualname, run_id = arg.get("uri"), arg.get("qualname"), arg.get("runId")
+    for name, value in (("uri", uri), ("qualname", qualname), ("runId", run_id)):
+        if value is not None and not isinstance(value, str):
+            raise ReportRefused(f"{REPORT}: {name} must be a string")
+    if uri:
+        root, relpath = server.root_and_relpath(server.path_of(uri))
+    else:
+        root, relpath = server.default_root(), None
+    store = server.store(root)
+    if store is None:
+        raise ReportRefused("no runs stored in this project yet: profile a function first")
+    if run_id:
+        what = run_id
+    elif qualname and relpath:
+        what = f"{root / relpath}::{qualname}"
+    else:
+        what = None
+    try:
+        runs = build.select(store, what, root)  # SQLite: on this thread, it is quick
+        # Streaming the trace and writing the page: off the event loop.
+        built = await asyncio.to_thread(build.write, store, runs, root)
+    except (build.ReportError, OSError) as exc:
+        raise ReportRefused(str(exc)) from None
+    page = built.path.as_uri()
+    if arg.get("show"):
+        window = server.client_capabilities.window
+        if window and window.show_document and window.show_document.support:
+            server.window_show_document(types.ShowDocumentParams(uri=page, external=True))
+    return {
+        "path": str(built.path),
+        "uri": page,
+        "root": str(root),
+        "runIds": built.run_ids,
+        "reused": built.reused,
+    }
