@@ -89,6 +89,9 @@ def test_training_step_patterns_at_their_lines(project):
     result = run(project, [{"path": "pats.py", "qualname": "train_step"}], steps=3)
     found = by_id(result)
     assert result["mode"] == "as-written"
+    assert {"optimizer-single-tensor", "grad-not-set-to-none", "conv-bias-before-batchnorm"} <= set(
+        found
+    ), (found, result["warnings"])
     single = found["optimizer-single-tensor"]
     step_line = line_of(project, "pats.py", "opt.step()")
     assert (single["path"], single["line"]) == ("pats.py", step_line)
@@ -104,7 +107,7 @@ def test_training_step_patterns_at_their_lines(project):
     for finding in found.values():
         assert 0 <= finding["share"] <= 1 and finding["time_us"] >= 0
         assert finding["matcher"] == "trnlens"
-    assert "launch-bound" not in found
+    assert "launch-bound" not in found, (found["launch-bound"], result["launch"])
     assert result["launch"]["dispatches"] == result["dispatches_per_step"]
 
 

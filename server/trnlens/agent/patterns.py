@@ -291,7 +291,8 @@ class Checker:
         shares, idles, durations, first_gaps, sizes = [], [], [], [], []
         for step, roots in zip(self.steps, per_step, strict=False):
             duration = step.time_range.end - step.time_range.start
-            sizes.extend(r.time_range.end - r.time_range.start for r in roots)
+            if roots:  # each step's mean; their median shrugs off a step the OS preempted
+                sizes.append(statistics.fmean(r.time_range.end - r.time_range.start for r in roots))
             gaps = []
             for before, after in zip(roots, roots[1:], strict=False):
                 gap = after.time_range.start - max(before.time_range.end, before.time_range.start)
@@ -313,7 +314,7 @@ class Checker:
             "idle_us": statistics.median(idles),
             "step_us": statistics.median(durations),
             "dispatches": len(self.roots) / self.n_steps,
-            "mean_dispatch_us": statistics.fmean(sizes) if sizes else 0.0,
+            "mean_dispatch_us": statistics.median(sizes) if sizes else 0.0,
             "gaps": [
                 {"gap_us": g, "before": self._dispatch(b), "after": self._dispatch(a)}
                 for g, b, a in largest
