@@ -495,8 +495,18 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await waitFor('the ▶ Profile lens', () => lensAbove(page, 'def tiny_ops('), 60_000);
       assert.equal(await page.locator('.squiggly-warning').count(), 0);
       await page.locator('[data-e2e-lens="def tiny_ops("] a', { hasText: 'Profile' }).first().click();
-      await page.locator('.squiggly-warning').first().waitFor({ timeout: RUN_TIMEOUT });
-      const hover = await hoverOver(page, 'for _ in range(200):', 'x', /launch-bound/);
+      const squiggle = page.locator('.squiggly-warning').first();
+      await squiggle.waitFor({ timeout: RUN_TIMEOUT });
+      // The warning's own hover: the pointer on the squiggle, inside the diagnostic's range.
+      const box = await squiggle.boundingBox();
+      const hover = await waitFor('the measured diagnostic in the hover', async () => {
+        await page.mouse.move(box.x + box.width / 2, box.y + 60);
+        await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+        const widget = page.locator('.monaco-hover:not(.hidden)', { hasText: 'launch-bound' }).first();
+        await widget.waitFor({ timeout: 5000 }).catch(() => undefined);
+        return plain(await widget.textContent().catch(() => '')) || null;
+      }, 30_000);
+      assert.match(hover, /launch-bound: 200 dispatches per step/);
       assert.match(hover, /trnlens \(measured\)/);
       assert.match(hover, /measured: .* per step, \d+% of the step \(tiny_ops, /);
       await page.screenshot({ path: join(ARTIFACTS, 'measured.png') });
