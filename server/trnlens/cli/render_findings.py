@@ -20,7 +20,8 @@ def findings_lines(data: dict, table) -> list[str]:
     if launch:
         out.append("")
         out.append(
-            f"Launch: {100 * launch['idle_share']:.0f}% of the step between dispatches "
+            f"Launch: {100 * launch.get('overhead_share', 0):.0f}% of the step overhead, "
+            f"{100 * launch['idle_share']:.0f}% between dispatches "
             f"(median; {100 * launch['idle_share_min']:.0f}-"
             f"{100 * launch['idle_share_max']:.0f}%), "
             f"{launch['dispatches']:g} dispatches, {units.duration(launch['mean_dispatch_us'])} "
