@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests import hygiene
 
 
 @pytest.fixture
@@ -40,3 +45,43 @@ def python_without_trnlens(directory: Path, with_torch: bool = True) -> Path:
         ).stdout.strip()  # fmt: skip
         Path(site, "torch-only.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
+
+
+# -- hygiene: the whole session runs with a private temporary directory, and whatever of trnlens
+# is left in it, or still running, when the session ends fails the run (issue 13). A private
+# directory rather than /tmp itself: other sessions on the machine create their own entries.
+SESSION_MARK = "TRNLENS_TEST_SESSION"
+
+
+def pytest_configure(config) -> None:
+    if hasattr(config, "workerinput") or os.environ.get(SESSION_MARK):
+        return  # a nested pytest (tests that run pytest) shares the outer session's checks
+    # Short: unix socket paths under it (ssh control sockets, warm daemons) must stay < 108 bytes.
+    directory = Path(tempfile.mkdtemp(prefix="tl-"))
+    config._trnlens_session_tmp = directory  # noqa: SLF001 (read in pytest_sessionfinish)
+    os.environ[SESSION_MARK] = str(directory)
+    os.environ["TMPDIR"] = str(directory)
+    # torch.compile's cache goes there too (the default is a torchinductor_<user> in /tmp)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(directory / "torchinductor"))
+    tempfile.tempdir = str(directory)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    directory = getattr(session.config, "_trnlens_session_tmp", None)
+    if directory is None:
+        return
+    tempfile.tempdir = None
+    problems = hygiene.leftovers(directory, SESSION_MARK)
+    if problems:
+        session.config._trnlens_leftovers = problems  # noqa: SLF001
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        hygiene.kill_processes(problems.processes)
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    problems = getattr(config, "_trnlens_leftovers", None)
+    if problems:
+        terminalreporter.section("trnlens leftovers (issue 13: tests leave nothing behind)")
+        terminalreporter.line(problems.describe())

@@ -22,14 +22,15 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import tarfile
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trnlens.targets import bundle
 from trnlens.targets.base import Staged
+from trnlens.targets.bundle import short_temp_dir
 from trnlens.targets.sources import needed_files
 
 # $$ is the shell sshd started for this session (a session leader, so its PID is the process
@@ -62,12 +63,41 @@ def control_dir() -> Path:
     directory = bundle.cache_dir() / "ssh"
     if len(str(directory)) > 60:  # a unix socket path (+ 41 for %C) must stay under 108 bytes
         tag = hashlib.sha256(str(directory).encode()).hexdigest()[:8]
-        directory = Path(tempfile.gettempdir()) / f"trnlens-ssh-{os.getuid()}-{tag}"
+        directory = short_temp_dir() / f"trnlens-ssh-{os.getuid()}-{tag}"
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     if directory.stat().st_uid != os.getuid():
         raise TargetError(f"{directory} belongs to another user: refusing to keep sockets there")
     os.chmod(directory, 0o700)
     return directory
+
+
+def close_masters(directory: Path | None = None) -> int:
+    """Ends every shared connection whose socket is in the control directory, then removes the
+    directory when it is empty (each master removes its own socket as it leaves). Called when
+    the language server exits; a CLI run keeps its master for ControlPersist to serve the next
+    call. Returns how many masters were told to leave."""
+    directory = directory or control_dir()
+    told = 0
+    for socket_path in sorted(directory.glob("*")) if directory.is_dir() else []:
+        if not socket_path.is_socket():
+            continue
+        # With an explicit ControlPath (no %C to expand) ssh neither resolves nor contacts the
+        # host: the argument only fills the command line.
+        subprocess.run(
+            ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "trnlens-master"],
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=15, check=False,
+        )  # fmt: skip
+        told += 1
+    release_control_dir(directory)
+    return told
+
+
+def release_control_dir(directory: Path | None = None) -> None:
+    """Removes the control directory when no socket is left in it."""
+    try:
+        (directory or control_dir()).rmdir()
+    except OSError:
+        pass  # a master still listens there (or it is already gone)
 
 
 @dataclass
@@ -302,6 +332,16 @@ class SshTarget:
                 await self.run(["rm", "-rf", "--", staged.run_dir], timeout=60)
             except (asyncio.TimeoutError, OSError):
                 pass
+
+    def close_master(self) -> None:
+        """Ends this host's shared connection (the language server leaves)."""
+        command = ["ssh", *self.ssh_args, "-o", f"ControlPath={control_dir()}/%C",
+                   "-O", "exit", self.host]  # fmt: skip
+        try:
+            subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        release_control_dir()
 
 
 def _as_text(root: Path, files: list[Path], buffers: dict[Path, str]) -> dict[str, str] | None:
