@@ -26,6 +26,7 @@ from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings, SettingsError, Target
+from trnlens.store import StoreError
 from trnlens.targets import config as targets_config
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
@@ -165,6 +166,8 @@ class Runs:
         await self.queue.close()
         for agent in self._agents.values():
             await agent.close()
+            if isinstance(agent.target, SshTarget):  # its shared ssh connection goes too
+                await asyncio.to_thread(agent.target.close_master)
         self._agents.clear()
 
     # -- running
@@ -193,7 +196,7 @@ class Runs:
         except asyncio.TimeoutError:
             limit = f"{settings.timeout_seconds:g} s"
             self._fail(job, f"timed out after {limit} (trnlens.timeoutSeconds)")
-        except (RequestRefused, SettingsError) as exc:
+        except (RequestRefused, SettingsError, StoreError) as exc:
             self._fail(job, str(exc))
         except AgentFailure as failure:
             if failure.kind == "cancelled":
