@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # What the session itself keeps there, and removes with the directory: pytest's tmp_path roots
-# and torch.compile's cache (TORCHINDUCTOR_CACHE_DIR, set by conftest).
-OURS = {"pytest-of-root", "torchinductor"}
+# and torch.compile's caches (TORCHINDUCTOR_CACHE_DIR, set by conftest, and the
+# torchinductor_<user> some torch caches use whatever that says): torch's, not trnlens's.
+OURS = ("pytest-of-", "torchinductor")
 SETTLE_S = 10.0  # processes told to stop at teardown may need a moment to go
 
 
@@ -73,11 +74,7 @@ def leftovers(directory: Path, mark: str) -> Leftovers:
     while processes and time.monotonic() < deadline:
         time.sleep(0.2)
         processes = session_processes(directory, mark)
-    files = sorted(
-        p.name
-        for p in directory.iterdir()
-        if p.name not in OURS and not p.name.startswith("pytest-of-")
-    )
+    files = sorted(p.name for p in directory.iterdir() if not p.name.startswith(OURS))
     return Leftovers(files, processes)
 
 

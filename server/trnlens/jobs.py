@@ -22,6 +22,7 @@ from typing import Any
 from trnlens import project, results
 from trnlens.agent.protocol import SCHEMA_VERSION
 from trnlens.store import Store
+from trnlens.targets.base import redact
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
@@ -168,7 +169,8 @@ class AgentProcess:
                 pass
 
     def stderr_tail(self, lines: int = 20) -> str:
-        return "\n".join(list(self._stderr)[-lines:]) or "(no output)"
+        text = "\n".join(list(self._stderr)[-lines:]) or "(no output)"
+        return redact(text, self.target.secrets())
 
     async def _read(self) -> dict | None:
         assert self.proc and self.proc.stdout
@@ -256,17 +258,15 @@ class AgentProcess:
                 f"the connection to {self.target.host} dropped during the run "
                 f"({self.stderr_tail(1)}); the agent there stops by itself when its input closes",
             )
-        how = f"code {code}"
+        how = f"exited (code {code})"
         if code < 0:
             try:
-                how = f"{signal.Signals(-code).name}"
+                how = f"crashed ({signal.Signals(-code).name})"
             except ValueError:
-                how = f"signal {-code}"
+                how = f"crashed (signal {-code})"
         where = self._crash_site(project_root)
         at = f" in {where[0]}:{where[1]}" if where else ""
-        failure = _failure(
-            "internal", f"the agent crashed ({how}){at} during the run:\n{self.stderr_tail()}"
-        )
+        failure = _failure("internal", f"the agent {how}{at} during the run:\n{self.stderr_tail()}")
         if where:
             failure.error.update(path=where[0], line=where[1])
         failure.error["retry"] = True  # a crash: worth one more try on a fresh process

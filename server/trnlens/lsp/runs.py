@@ -10,6 +10,8 @@ and asks the client to refresh lenses, hints and diagnostics.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -242,7 +244,9 @@ class Runs:
 
     def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
         """A warm agent per target: torch is imported once, not once per run."""
-        key = (type(target).__name__, repr(target))  # every field: a changed setting, a new agent
+        # Every field (repr hides the secret ones): a changed setting, a new agent.
+        settings = {f.name: getattr(target, f.name) for f in dataclasses.fields(target) if f.init}
+        key = (type(target).__name__, json.dumps(settings, sort_keys=True, default=str))
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agents[key] = AgentProcess(target)

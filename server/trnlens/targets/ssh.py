@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trnlens.targets import bundle
-from trnlens.targets.base import Staged
+from trnlens.targets.base import Staged, redact
 from trnlens.targets.bundle import short_temp_dir
 from trnlens.targets.sources import needed_files
 
@@ -104,11 +104,11 @@ def release_control_dir(directory: Path | None = None) -> None:
 class SshTarget:
     name: str
     host: str
-    ssh_args: list[str] = field(default_factory=list)
+    ssh_args: list[str] = field(default_factory=list, repr=False)  # may hold secrets
     python: str = "python3"
     workdir: str = ".cache/trnlens"  # relative to the remote home unless absolute
     backend: str = "auto"
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
     remote_root: str | None = None
     connect_timeout_s: int = 15
     _workdir_abs: str | None = field(default=None, init=False, repr=False)
@@ -123,6 +123,25 @@ class SshTarget:
 
     def describe(self) -> str:
         return f"{self.name} ({self.host})"
+
+    def secrets(self) -> list[str]:
+        """What never goes into a message: env values and every ``-o`` option's value."""
+        found = list(self.env.values())
+        args = self.ssh_args
+        for i, arg in enumerate(args):
+            option = None
+            if arg == "-o" and i + 1 < len(args):
+                option = args[i + 1]
+            elif arg.startswith("-o") and len(arg) > 2:
+                option = arg[2:]
+            if option:
+                name, sep, value = option.partition("=")
+                value = value if sep else name.partition(" ")[2]
+                found.append(value)
+                # and each `--flag=value` inside it (a ProxyCommand's --token=...), which a
+                # failing command may print on its own
+                found += [word.partition("=")[2] for word in value.split() if "=" in word]
+        return [value.strip() for value in found if value.strip()]
 
     # -- ssh plumbing
     def ssh(self, remote_argv: list[str]) -> list[str]:
@@ -170,6 +189,9 @@ class SshTarget:
 
     def explain(self, code: int, stderr: str, what: str = "the agent") -> str:
         """A sentence for a failed ssh command: what went wrong and what to do about it."""
+        return redact(self._explain(code, stderr, what), self.secrets())
+
+    def _explain(self, code: int, stderr: str, what: str) -> str:
         text = stderr.strip()
         last = text.splitlines()[-1] if text else f"exit code {code}"
         if (
