@@ -12,8 +12,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import configuration as hypothesis_configuration
+from hypothesis import settings
 
 from tests import hygiene
+
+# Hypothesis keeps no example database (a .hypothesis/ folder in the checkout): the fuzz tests
+# are derandomized and bounded instead, the same inputs on every run.
+settings.register_profile("trnlens", database=None)
+settings.load_profile("trnlens")
 
 
 @pytest.fixture
@@ -64,6 +71,8 @@ def pytest_configure(config) -> None:
     # torch.compile's cache goes there too (the default is a torchinductor_<user> in /tmp)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(directory / "torchinductor"))
     tempfile.tempdir = str(directory)
+    # hypothesis's own caches (not its example database, which is off) go there too
+    hypothesis_configuration.set_hypothesis_home_dir(directory / "hypothesis")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 # What the session itself keeps there, and removes with the directory: pytest's tmp_path roots
 # and torch.compile's caches (TORCHINDUCTOR_CACHE_DIR, set by conftest, and the
-# torchinductor_<user> some torch caches use whatever that says): torch's, not trnlens's.
-OURS = ("pytest-of-", "torchinductor")
+# torchinductor_<user> some torch caches use whatever that says): torch's, not trnlens's;
+# hypothesis's caches (set_hypothesis_home_dir in conftest).
+OURS = ("pytest-of-", "torchinductor", "hypothesis")
 SETTLE_S = 10.0  # processes told to stop at teardown may need a moment to go
 
 
