@@ -22,9 +22,12 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tarfile
+import tempfile
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,14 +42,19 @@ LAUNCH = 'cd -- "$1" || exit 97; echo $$ > "$2"; shift 2; exec "$@"'
 KILL = (
     'p=$(cat -- "$1" 2>/dev/null) && [ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null; rm -f -- "$1"'
 )
+# Each answer is marked: a login that prints a banner (.bashrc, motd) puts lines before it.
 PREPARE = (
-    'mkdir -p -- "$1/agents" "$1/runs" && cd -- "$1" && pwd && '
+    'mkdir -p -- "$1/agents" "$1/runs" && cd -- "$1" && printf "TRNLENS-WORKDIR:%s\\n" "$(pwd)" && '
     '{ command -v -- "$2" >/dev/null || echo "NO-PYTHON"; } && '
     '{ [ -f "agents/$3" ] || echo "NO-BUNDLE"; }'
 )
 UPLOAD = 'cat > "$1.part.$$" && mv -f -- "$1.part.$$" "$1"'
 UNPACK = 'mkdir -p -- "$1/src" "$1/artifacts" && tar -xzf - -C "$1/src"'
-FETCH = 'cd -- "$1/artifacts" && tar -czf - .; status=$?; cd / && rm -rf -- "$1"; exit $status'
+FETCH = (
+    'cd -- "$1/artifacts" && printf "%s\\n" "$2" && tar -czf - .; status=$?; '
+    'cd / && rm -rf -- "$1"; exit $status'
+)
+ARCHIVE_MARK = b"TRNLENS-ARCHIVE-FOLLOWS"  # what a login banner printed ends before it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -221,7 +229,12 @@ class SshTarget:
             "preparing the work directory",
         )
         lines = out.decode("utf-8", "replace").splitlines()
-        self._workdir_abs = lines[0].strip()
+        marked = [line for line in lines if line.startswith("TRNLENS-WORKDIR:")]
+        if not marked:
+            raise TargetError(
+                f"{self.host} did not say where its work directory is: {out[-200:]!r}"
+            )
+        self._workdir_abs = marked[-1].removeprefix("TRNLENS-WORKDIR:")
         if "NO-PYTHON" in lines:
             raise TargetError(
                 f"{self.python!r} was not found on {self.host}: set `python` for target "
@@ -261,7 +274,7 @@ class SshTarget:
         agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
         out = await self.checked(["env", *self._assignments(), self.python, agent, "--probe"],
                                  "probing the host")  # fmt: skip
-        return json.loads(out)
+        return last_json(out)
 
     def _assignments(self) -> list[str]:
         return [f"{k}={v}" for k, v in self.env.items()]
@@ -337,8 +350,15 @@ class SshTarget:
 
     async def collect(self, staged: Staged, outcome: dict, store) -> None:
         # Fetch and remove in one round trip; discard() is then a no-op.
-        data = await self.checked(["sh", "-c", FETCH, "sh", staged.run_dir], "fetching artifacts")
+        data = await self.checked(
+            ["sh", "-c", FETCH, "sh", staged.run_dir, ARCHIVE_MARK.decode()], "fetching artifacts"
+        )
         staged.run_dir = None
+        _, mark, data = data.partition(ARCHIVE_MARK + b"\n")
+        if not mark:
+            raise TargetError(
+                "the artifacts arrived incomplete (no archive): run the profile again"
+            )
         _extract(data, Path(store.staging_dir()))
         local_root, remote_src = staged.extras["local_root"], staged.extras["remote_src"]
         runs = outcome["variants"] if "variants" in outcome else [outcome]
@@ -392,15 +412,49 @@ def _tar_gz(root: Path, files: list[Path], buffers: dict[Path, str]) -> bytes:
     return gzip.compress(raw.getvalue(), compresslevel=5)
 
 
+def last_json(out: bytes) -> dict:
+    """The last line of ``out`` that is a JSON object (a login banner may come first)."""
+    for line in reversed(out.decode("utf-8", "replace").splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    raise TargetError(f"the host's answer held no JSON: {out[-200:]!r}")
+
+
 def _extract(data: bytes, destination: Path) -> None:
-    """Unpacks a fetched artifact archive, refusing anything that would land outside it."""
+    """Unpacks a fetched artifact archive, refusing anything that would land outside it.
+
+    Into a private folder first, moved in only once the whole archive read: a download cut
+    short leaves no half-written files in the store."""
     destination = destination.resolve()
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        members = []
-        for member in archive.getmembers():
-            target = (destination / member.name).resolve()
-            if not target.is_relative_to(destination) or not (member.isfile() or member.isdir()):
-                raise TargetError(f"refusing artifact entry {member.name!r}")
-            members.append(member)
-        kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        archive.extractall(destination, members=members, **kwargs)
+    unpacked = Path(tempfile.mkdtemp(prefix=".fetch-", dir=destination))
+    try:
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+                members = []
+                for member in archive.getmembers():
+                    target = (unpacked / member.name).resolve()
+                    if not target.is_relative_to(unpacked) or not (
+                        member.isfile() or member.isdir()
+                    ):
+                        raise TargetError(f"refusing artifact entry {member.name!r}")
+                    members.append(member)
+                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                archive.extractall(unpacked, members=members, **kwargs)
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            raise TargetError(
+                f"the artifacts arrived incomplete ({exc}): the connection dropped while they "
+                "were fetched; run the profile again"
+            ) from None
+        for entry in unpacked.iterdir():
+            final = destination / entry.name
+            if final.is_dir() and entry.is_dir():  # a run's folder the agent already started
+                for child in entry.iterdir():
+                    os.replace(child, final / child.name)
+            else:
+                os.replace(entry, final)
+    finally:
+        shutil.rmtree(unpacked, ignore_errors=True)
