@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import re
 
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&:\"'=])")
+# What starts emphasis, code, links, images, HTML, entities, tables or headings. Parentheses,
+# dots and colons stay readable (in editors that show the Markdown source too): a link needs
+# a "[" and an image a "!["; bare URLs (GFM autolinks) are broken up below.
+_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~&])")
+_AUTOLINK = re.compile(r"(?i)(://|www\.)")
+_SHAPES = re.compile(r"^[\[\]0-9, ·…]*$")
 _BACKTICKS = re.compile(r"`+")
 
 
 def text(value: object) -> str:
     """``value`` as literal Markdown text, on one line."""
     flat = " ".join(str(value).split())
-    return _SPECIAL.sub(r"\\\1", flat)
+    if _SHAPES.match(flat):  # tensor shapes ("[4, 512] · [512]"): nothing to fear, keep readable
+        return flat
+    escaped = _SPECIAL.sub(r"\\\1", flat)
+    return _AUTOLINK.sub(lambda m: m.group(1).replace("/", "\\/").replace(".", "\\."), escaped)
 
 
 def code(value: object) -> str:
