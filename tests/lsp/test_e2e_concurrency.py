@@ -98,3 +98,30 @@ async def test_cancel_at_every_phase_then_a_clean_run(tmp_path):
         end = await ed.wait_for_end(answer["token"])
         assert end.message.startswith("crawl: ") and "dispatch" in end.message
     assert list(outcomes.values()).count("cancelled") >= len(PHASES) - 1, outcomes
+
+
+CRASH = """\
+import ctypes
+
+import torch
+
+
+def crashes(x=torch.ones(4)):
+    return ctypes.string_at(0)  # line 7
+
+
+def fine(x=torch.ones(4)):
+    return x * 2
+"""
+
+
+async def test_a_crashing_agent_leaves_the_server_up_and_is_replaced(tmp_path):
+    root = workspace(tmp_path)
+    (root / "crash.py").write_text(CRASH)
+    async with editor(root) as ed:
+        uri = ed.open("crash.py")
+        _, end = await ed.profile(uri, "crashes")
+        assert "SIGSEGV" in end.message and "crash.py:7" in end.message, end.message
+        await asyncio.wait_for(ed.hover(uri, 6), 10)
+        _, end = await ed.profile(uri, "fine")  # on a fresh agent
+        assert end.message.startswith("fine: "), end.message
