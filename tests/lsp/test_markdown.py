@@ -44,4 +44,6 @@ def test_code_spans_hold_anything(value):
 def test_shapes_and_labels_stay_readable():
     assert markdown.text("[4, 512, 2048] · [2048]") == "[4, 512, 2048] · [2048]"
     assert markdown.text("CPU (ops)") == "CPU (ops)"
+    assert markdown.text("Block.rms_norm_naive") == "Block.rms_norm_naive"
+    assert markdown.text("_private") == "\\_private"
     assert markdown.text("see http://evil/x") == "see http:\\/\\/evil/x"

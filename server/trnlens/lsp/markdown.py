@@ -13,7 +13,9 @@ import re
 # What starts emphasis, code, links, images, HTML, entities, tables or headings. Parentheses,
 # dots and colons stay readable (in editors that show the Markdown source too): a link needs
 # a "[" and an image a "!["; bare URLs (GFM autolinks) are broken up below.
-_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~&])")
+_SPECIAL = re.compile(r"([\\`*\[\]<>#!|~&])")
+# "_" inside a word never starts emphasis (CommonMark's flanking rules): rms_norm stays as is
+_UNDERSCORE = re.compile(r"(?<!\w)_|_(?!\w)")
 _AUTOLINK = re.compile(r"(?i)(://|www\.)")
 _SHAPES = re.compile(r"^[\[\]0-9, ·…]*$")
 _BACKTICKS = re.compile(r"`+")
@@ -24,7 +26,7 @@ def text(value: object) -> str:
     flat = " ".join(str(value).split())
     if _SHAPES.match(flat):  # tensor shapes ("[4, 512] · [512]"): nothing to fear, keep readable
         return flat
-    escaped = _SPECIAL.sub(r"\\\1", flat)
+    escaped = _UNDERSCORE.sub(r"\\_", _SPECIAL.sub(r"\\\1", flat))
     return _AUTOLINK.sub(lambda m: m.group(1).replace("/", "\\/").replace(".", "\\."), escaped)
 
 
