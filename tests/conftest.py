@@ -81,12 +81,11 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         return
     tempfile.tempdir = None
     problems = hygiene.leftovers(directory, SESSION_MARK)
-    if problems:
+    if problems:  # named in the summary, then removed: a leaky run must not leak itself
         session.config._trnlens_leftovers = problems  # noqa: SLF001
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         hygiene.kill_processes(problems.processes)
-    else:
-        shutil.rmtree(directory, ignore_errors=True)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
