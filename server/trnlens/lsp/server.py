@@ -29,7 +29,7 @@ from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.runs import Runs, latest_profile
 from trnlens.lsp.watching import install as install_watching
 from trnlens.results import Result, SchemaMismatch
-from trnlens.store import Store
+from trnlens.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,7 +88,9 @@ class TrnlensServer(LanguageServer):
         if root not in self._stores:
             if not create and not (root / ".trnlens" / "runs.sqlite").exists():
                 return None
-            self._stores[root] = Store(root)
+            store = self._stores[root] = Store(root)  # StoreError: the caller says why
+            if store.recovered:
+                self.show(f"trnlens: {store.recovered}", types.MessageType.Warning)
         return self._stores[root]
 
     def unsaved_files(self, root: Path) -> dict[str, str]:
@@ -118,7 +120,11 @@ class TrnlensServer(LanguageServer):
 
     def _load_stored(self, doc: ProfiledDocument) -> None:
         """Reopening the editor shows the last run of each function, from the store."""
-        store = self.store(doc.root)
+        try:
+            store = self.store(doc.root)
+        except StoreError as exc:  # the document still opens, analysed, without stored runs
+            self.show(f"trnlens: {exc}", types.MessageType.Warning)
+            return
         analysis = doc.analysis()
         if store is None or analysis is None:
             return
