@@ -6,7 +6,9 @@ no network socket (stdio only).
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
+from urllib.parse import unquote
 
 from lsprotocol import types
 from markdown_it import MarkdownIt
@@ -104,9 +106,17 @@ async def test_planted_result_cannot_inject_markup_into_hovers(tmp_path):
             for token in [block, *(block.children or [])]
             if token.type in ("link_open", "image", "html_inline", "html_block")
         ]
-        # the one link a hover has: the run's own trace, inside its run directory
+        # the links a hover has: the run's own trace, inside its run directory, and the run's
+        # report (trnlens's own command, with nothing from the result but the stored run id)
         for kind, where in active:
-            assert kind == "link_open" and where.startswith("file://"), (kind, where, text)
+            assert kind == "link_open", (kind, where, text)
+            if where.startswith("command:"):
+                command, _, arguments = where.partition("?")
+                assert command == "command:trnlens.server.report", where
+                [argument] = json.loads(unquote(arguments))
+                assert argument["runId"] in {planted["run_id"], failed["run_id"]}
+                continue
+            assert where.startswith("file://"), (kind, where, text)
             assert "/.trnlens/artifacts/" in where and "passwd" not in where
         assert "run me" in renderer.render(text)  # the hostile text is shown, as text
 
