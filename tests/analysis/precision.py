@@ -70,9 +70,7 @@ def sources(lib: Library) -> dict[str, str]:
     if digest != lib.sha256:
         raise MissingWheel(f"{lib.wheel} has sha256 {digest}, not the pinned {lib.sha256}")
     with zipfile.ZipFile(lib.wheel) as z:
-        return {
-            n: z.read(n).decode("utf-8") for n in sorted(z.namelist()) if n.endswith(".py")
-        }
+        return {n: z.read(n).decode("utf-8") for n in sorted(z.namelist()) if n.endswith(".py")}
 
 
 @cache

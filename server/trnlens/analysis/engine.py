@@ -25,7 +25,7 @@ from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
 from trnlens.analysis.model import Finding, Location
 from trnlens.analysis.patterns import ModuleInfo, module_info
 from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Rule
-from trnlens.analysis.rules.placement import host_attributes
+from trnlens.analysis.rules.placement import host_attributes, host_setters
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
 
@@ -243,7 +243,11 @@ def _module_facts(chunks: list[_Chunk]) -> tuple[ModuleInfo, int]:
         if not (is_doc or is_future):
             break
         import_row = chunk.start + (stmt.end_lineno or stmt.lineno)  # type: ignore[union-attr]
-    info = replace(module_info(statements), host_attrs=host_attributes(statements))
+    info = replace(
+        module_info(statements),
+        host_attrs=host_attributes(statements),
+        host_setters=host_setters(statements),
+    )
     return info, import_row
 
 

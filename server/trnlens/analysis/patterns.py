@@ -24,6 +24,7 @@ class ModuleInfo:
     imports_torch: bool = False
     # ``self`` attributes the module only ever assigns host tensors (see rules.placement).
     host_attrs: frozenset[str] = frozenset()
+    host_setters: frozenset[tuple[str, str]] = frozenset()  # (method, attribute) it moves to host
 
     def torch_name(self) -> str:
         """A name the fixed code can use for torch: the module's own alias where it has one."""

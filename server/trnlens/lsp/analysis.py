@@ -30,7 +30,8 @@ from lsprotocol import types
 
 from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, fix_variants, fixable
-from trnlens.lsp import format, measured
+from trnlens.lsp import format
+from trnlens.lsp import measured as measured_findings
 from trnlens.lsp.diagnostics import SOURCE
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.runs import RequestRefused
@@ -46,12 +47,6 @@ DEBOUNCE_S = 0.15
 COMPARE = "trnlens.server.compare"
 CANCEL = "trnlens.server.cancel"
 _BREAKS = re.compile(r"\r\n|\r|\n")  # LSP's line breaks (not str.splitlines' many)
-_SEVERITY = {
-    "error": types.DiagnosticSeverity.Error,
-    "warning": types.DiagnosticSeverity.Warning,
-    "info": types.DiagnosticSeverity.Information,
-    "hint": types.DiagnosticSeverity.Hint,
-}
 
 
 # -- positions
@@ -153,7 +148,7 @@ class AnalysisService:
             analysed = cached
         else:
             analysed = self.current(doc, settings)
-        return [self.diagnostic(doc, analysed, finding) for finding in analysed.findings]
+        return [self.diagnostic(doc, analysed, f, settings) for f in analysed.findings]
 
     def _debounce(self, uri: str) -> bool:
         try:
@@ -184,16 +179,22 @@ class AnalysisService:
             handle.cancel()
 
     def diagnostic(
-        self, doc: ProfiledDocument, analysed: Analysed, finding: Finding
+        self,
+        doc: ProfiledDocument,
+        analysed: Analysed,
+        finding: Finding,
+        settings: Settings | None = None,
     ) -> types.Diagnostic:
+        severity, text = finding.severity, None
         found = measurement(doc, finding)
-        text, share = found if found else (None, None)
-        threshold = self.server.config.settings_for(doc.root).hotspot_threshold
-        severity = measured.severity(finding, share, threshold)
+        if found is not None:
+            text, share = found
+            settings = settings or self.server.config.settings_for(doc.root)
+            severity = measured_findings.severity(finding, share, settings.hotspot_threshold)
         return types.Diagnostic(
             range=analysed.range(finding),
-            message=measured.message(finding, text),
-            severity=_SEVERITY.get(severity, types.DiagnosticSeverity.Warning),
+            message=measured_findings.message(finding, text),
+            severity=measured_findings.lsp_severity(severity),
             source=SOURCE,
             code=finding.code,
             data={"qualname": finding.qualname, "fixable": finding.fix is not None},

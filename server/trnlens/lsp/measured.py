@@ -10,10 +10,22 @@ warning whatever the run says: the fix is worth applying either way.
 
 from __future__ import annotations
 
+from lsprotocol import types
+
 from trnlens.analysis import Finding
 from trnlens.analysis.model import NOT_TIMED
 
 _RAISED = {"hint": "info", "info": "warning"}
+_LSP = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+def lsp_severity(severity: str) -> types.DiagnosticSeverity:
+    return _LSP.get(severity, types.DiagnosticSeverity.Warning)
 
 
 def severity(finding: Finding, share: float | None, threshold: float) -> str:

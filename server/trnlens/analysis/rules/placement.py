@@ -140,7 +140,10 @@ def device_target(call: ast.Call) -> ast.expr | None:
         return call.func
     if call.func.attr != "to":
         return None
-    target = _keyword(call, "device") or (call.args[0] if call.args else None)
+    keyword = _keyword(call, "device")
+    if keyword is not None and not names_cpu(keyword):
+        return keyword  # `device=` says it, whatever the value is called
+    target = call.args[0] if call.args else None
     if names_device(target):
         return target
     non_blocking = _keyword(call, "non_blocking")
@@ -180,8 +183,8 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
         placed = factory_device(node, ctx)
         if placed is not None:
             return placed == "host"
-        if attr in _SAME_PLACE or attr == "to":
-            return on_host(node.func.value, ctx, depth)
+        if attr in _SAME_PLACE or attr in {"to", "pop", "get"}:
+            return on_host(node.func.value, ctx, depth)  # `state_dict.pop(k)`: an element
     if isinstance(node, ast.Call):
         name = dotted(node.func) or ""
         generator = _keyword(node, "generator")
@@ -194,11 +197,14 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
     if isinstance(node, ast.Subscript):
         return on_host(node.value, ctx, depth)
     if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Call):
-            return on_host(node.value, ctx, depth)  # `step(...).prev_sample`
+        if isinstance(node.value, ast.Call | ast.Name) and node.value.__dict__.get("id") != "self":
+            return on_host(node.value, ctx, depth)  # `step(...).prev_sample`, `out.sample`
         root = dotted(node)
-        if root is not None and root.startswith("self.") and node.attr in ctx.info.host_attrs:
-            return True
+        if root is not None and root.startswith("self."):
+            if node.attr in ctx.info.host_attrs:
+                return True
+            if _host_before(ctx, root, node):
+                return True  # `self.sigmas = sigmas.to("cpu")` (or `self.init_sigmas()`) above
         return "cpu" in node.attr.lower().split("_")
     if isinstance(node, ast.Name):
         if "cpu" in node.id.lower().split("_") or "state_dict" in node.id:
@@ -234,6 +240,51 @@ def on_device(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
         values = assigned_values(ctx, node.id, params=False)
         return any(on_device(v, ctx, depth + 1) for v in values)
     return False
+
+
+def _host_before(ctx: Context, target: str, use: ast.AST) -> bool:
+    """The last statement of this function's own body above ``use`` that sets ``target``
+    (``self.sigmas``) moves it to the host: ``self.sigmas = sigmas.to("cpu")``, or a call of a
+    method of this module that does (``self.init_sigmas()``, see ``host_setters``)."""
+    row = getattr(use, "lineno", 0)
+    attr = target.removeprefix("self.")
+    host = False
+    for stmt in ctx.body:
+        if stmt.lineno >= row:
+            break
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            if dotted(stmt.targets[0]) == target:
+                host = _moved_to_host(stmt.value)
+                continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            method = dotted(stmt.value.func) or ""
+            if method.startswith("self.") and (method[5:], attr) in ctx.info.host_setters:
+                host = True
+                continue
+        if any(
+            isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and dotted(n) == target
+            for n in ast.walk(stmt)
+        ):
+            host = False  # assigned in a branch or loop: which value reaches is unknown
+    return host
+
+
+def host_setters(statements: list[ast.stmt]) -> frozenset[tuple[str, str]]:
+    """(method, attribute) for methods whose last word on ``self.<attribute>`` (a statement of
+    their own body) is a move to the host, as diffusers' ``init_sigmas`` ends."""
+    found: set[tuple[str, str]] = set()
+    for stmt in statements:
+        for node in ast.walk(stmt):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            last: dict[str, bool] = {}
+            for inner in node.body:
+                if isinstance(inner, ast.Assign) and len(inner.targets) == 1:
+                    target = inner.targets[0]
+                    if isinstance(target, ast.Attribute) and dotted(target.value) == "self":
+                        last[target.attr] = _moved_to_host(inner.value)
+            found.update((node.name, attr) for attr, host in last.items() if host)
+    return frozenset(found)
 
 
 def _from_numpy(node: ast.AST, ctx: Context) -> bool:
@@ -272,9 +323,11 @@ def reaching_value(ctx: Context, name: ast.Name) -> ast.expr | None:
 
 
 def _block_of(stmt: ast.AST, parent: ast.AST | None, ctx: Context) -> list[ast.stmt] | None:
-    blocks = [ctx.body] if parent is None else [
-        getattr(parent, f, None) for f in ("body", "orelse", "finalbody", "handlers")
-    ]
+    blocks = (
+        [ctx.body]
+        if parent is None
+        else [getattr(parent, f, None) for f in ("body", "orelse", "finalbody", "handlers")]
+    )
     for block in blocks:
         if isinstance(block, list) and any(s is stmt for s in block):
             return block

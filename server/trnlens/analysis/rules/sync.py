@@ -357,7 +357,9 @@ def _runs_once(node: ast.AST, ctx: Context, hit: _InLoop) -> bool:
             if len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
                 sides = [test.left, *test.comparators]
                 if any(isinstance(x, ast.Name) and x.id in hit.stored for x in sides):
-                    if node in _walk_list(parent.body if isinstance(parent, ast.If) else parent.body):
+                    if node in _walk_list(
+                        parent.body if isinstance(parent, ast.If) else parent.body
+                    ):
                         return True
         parent = ctx.parents.get(id(parent))
     return False
