@@ -16,6 +16,7 @@ code alone and conservatively (unknown is never "host" or "device"):
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from trnlens.analysis.patterns import dotted, is_module_ref
 from trnlens.analysis.rules.base import Context
@@ -43,7 +44,7 @@ FACTORIES = frozenset(
 # Device strings that name an accelerator (a move to one of these is a host-to-device copy).
 _ACCELERATORS = ("cuda", "neuron", "xla", "mps", "npu", "xpu", "hpu")
 # Methods that keep a tensor where it is: ``x.cpu().float()`` is still on the host.
-_SAME_PLACE = frozenset(
+SAME_PLACE = frozenset(
     {
         "float",
         "double",
@@ -183,7 +184,7 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
         placed = factory_device(node, ctx)
         if placed is not None:
             return placed == "host"
-        if attr in _SAME_PLACE or attr in {"to", "pop", "get"}:
+        if attr in SAME_PLACE or attr in {"to", "pop", "get"}:
             return on_host(node.func.value, ctx, depth)  # `state_dict.pop(k)`: an element
     if isinstance(node, ast.Call):
         name = dotted(node.func) or ""
@@ -197,8 +198,9 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
     if isinstance(node, ast.Subscript):
         return on_host(node.value, ctx, depth)
     if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Call | ast.Name) and node.value.__dict__.get("id") != "self":
-            return on_host(node.value, ctx, depth)  # `step(...).prev_sample`, `out.sample`
+        owner = node.value
+        if isinstance(owner, ast.Call) or (isinstance(owner, ast.Name) and owner.id != "self"):
+            return on_host(owner, ctx, depth)  # `step(...).prev_sample`, `out.sample`
         root = dotted(node)
         if root is not None and root.startswith("self."):
             if node.attr in ctx.info.host_attrs:
@@ -245,7 +247,7 @@ def on_device(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
 def _host_before(ctx: Context, target: str, use: ast.AST) -> bool:
     """The last statement of this function's own body above ``use`` that sets ``target``
     (``self.sigmas``) moves it to the host: ``self.sigmas = sigmas.to("cpu")``, or a call of a
-    method of this module that does (``self.init_sigmas()``, see ``host_setters``)."""
+    method of this module that does (``self.init_sigmas()``, see ``HostFacts``)."""
     row = getattr(use, "lineno", 0)
     attr = target.removeprefix("self.")
     host = False
@@ -267,24 +269,6 @@ def _host_before(ctx: Context, target: str, use: ast.AST) -> bool:
         ):
             host = False  # assigned in a branch or loop: which value reaches is unknown
     return host
-
-
-def host_setters(statements: list[ast.stmt]) -> frozenset[tuple[str, str]]:
-    """(method, attribute) for methods whose last word on ``self.<attribute>`` (a statement of
-    their own body) is a move to the host, as diffusers' ``init_sigmas`` ends."""
-    found: set[tuple[str, str]] = set()
-    for stmt in statements:
-        for node in ast.walk(stmt):
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            last: dict[str, bool] = {}
-            for inner in node.body:
-                if isinstance(inner, ast.Assign) and len(inner.targets) == 1:
-                    target = inner.targets[0]
-                    if isinstance(target, ast.Attribute) and dotted(target.value) == "self":
-                        last[target.attr] = _moved_to_host(inner.value)
-            found.update((node.name, attr) for attr, host in last.items() if host)
-    return frozenset(found)
 
 
 def _from_numpy(node: ast.AST, ctx: Context) -> bool:
@@ -372,20 +356,45 @@ def _binds(target: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target))
 
 
-def host_attributes(statements: list[ast.stmt]) -> frozenset[str]:
-    """Attributes a module's classes move to the host (``self.sigmas = sigmas.to("cpu")``,
-    diffusers' schedulers do it "to avoid too much CPU/GPU communication"), and never assign
-    anything else."""
+@dataclass(frozen=True)
+class HostFacts:
+    """What a piece of a module says about ``self`` attributes: those it moves to the host, those
+    it assigns anything else, and (method, attribute) for methods whose last word on the
+    attribute, in their own body, is a move to the host (diffusers' ``init_sigmas``)."""
+
+    host: frozenset[str] = frozenset()
+    other: frozenset[str] = frozenset()
+    setters: frozenset[tuple[str, str]] = frozenset()
+
+    def __or__(self, more: HostFacts) -> HostFacts:
+        setters = self.setters | more.setters
+        return HostFacts(self.host | more.host, self.other | more.other, setters)
+
+    @property
+    def host_only(self) -> frozenset[str]:
+        """Attributes the module only ever moves to the host (``self.sigmas = s.to("cpu")``)."""
+        return self.host - self.other
+
+
+def host_facts(statements: list[ast.stmt]) -> HostFacts:
     host: set[str] = set()
     other: set[str] = set()
+    setters: set[tuple[str, str]] = set()
     for stmt in statements:
         for node in ast.walk(stmt):
-            if not isinstance(node, ast.Assign):
-                continue
-            for target in node.targets:
-                if isinstance(target, ast.Attribute) and dotted(target.value) == "self":
-                    (host if _moved_to_host(node.value) else other).add(target.attr)
-    return frozenset(host - other)
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and dotted(target.value) == "self":
+                        (host if _moved_to_host(node.value) else other).add(target.attr)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                last: dict[str, bool] = {}
+                for inner in node.body:
+                    if isinstance(inner, ast.Assign) and len(inner.targets) == 1:
+                        target = inner.targets[0]
+                        if isinstance(target, ast.Attribute) and dotted(target.value) == "self":
+                            last[target.attr] = _moved_to_host(inner.value)
+                setters.update((node.name, attr) for attr, moved in last.items() if moved)
+    return HostFacts(frozenset(host), frozenset(other), frozenset(setters))
 
 
 def _moved_to_host(node: ast.expr) -> bool:

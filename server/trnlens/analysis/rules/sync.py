@@ -24,7 +24,7 @@ from functools import lru_cache
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
 from trnlens.analysis.rules.base import Context, Match
 from trnlens.analysis.rules.placement import (
-    _SAME_PLACE,
+    SAME_PLACE,
     device_target,
     factory_device,
     host_needs,
@@ -35,9 +35,9 @@ from trnlens.analysis.rules.placement import (
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-# Reductions whose result printed is a tensor (printing it syncs and copies it to the host).
 # The claim of a sync whose value the host needs (reported as a hint, not a hazard).
 NEEDED = "needed"
+# Reductions whose result printed is a tensor (printing it syncs and copies it to the host).
 _TENSOR_METHODS = frozenset({"sum", "mean", "max", "min", "norm", "std", "var", "abs", "detach"})
 
 
@@ -101,7 +101,7 @@ def _is_loop_header(child: ast.AST, parent: ast.AST) -> bool:
 
 
 # Methods that read a tensor without changing anything it refers to.
-_READS = _SAME_PLACE | {"to", "cuda", "cpu", "item", "size", "dim", "tolist", "numel", "type"}
+_READS = SAME_PLACE | {"to", "cuda", "cpu", "item", "size", "dim", "tolist", "numel", "type"}
 
 
 @lru_cache(maxsize=256)  # AST nodes hash by identity; one loop is asked about many times
@@ -257,7 +257,7 @@ def _strip_same_place(node: ast.expr) -> ast.expr:
     while (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr in _SAME_PLACE
+        and node.func.attr in SAME_PLACE
     ):
         node = node.func.value
     return node
@@ -342,7 +342,7 @@ def _moved_to_device(node: ast.expr, ctx: Context) -> bool:
             return False
         if device_target(call) is not None:
             return True
-        if parent.attr not in _SAME_PLACE and parent.attr != "to":
+        if parent.attr not in SAME_PLACE and parent.attr != "to":
             return False
         parent = ctx.parents.get(id(call))
     return False
@@ -411,7 +411,7 @@ def _stored_source(receiver: ast.expr, ctx: Context) -> ast.expr | None:
             node.func.value, ctx.info
         ):
             return node
-        if node.func.attr not in _SAME_PLACE:
+        if node.func.attr not in SAME_PLACE:
             return None
         node = node.func.value
     if isinstance(node, ast.Name | ast.Attribute | ast.Subscript) and _root_names(node):
