@@ -244,9 +244,16 @@ def _module_facts(chunks: list[_Chunk]) -> tuple[ModuleInfo, int]:
         if not (is_doc or is_future):
             break
         import_row = chunk.start + (stmt.end_lineno or stmt.lineno)  # type: ignore[union-attr]
+    # Only a chunk that says "cpu" can move an attribute to the host; the others are walked only
+    # when they name such an attribute (an assignment there may put it back on the device).
     facts = HostFacts()
     for chunk in chunks:
-        facts = facts | _chunk_facts(chunk)
+        if "cpu" in chunk.text:
+            facts = facts | _chunk_facts(chunk)
+    if facts.host:
+        for chunk in chunks:
+            if "cpu" not in chunk.text and any(f"self.{a}" in chunk.text for a in facts.host):
+                facts = facts | _chunk_facts(chunk)
     info = replace(module_info(statements), host_attrs=facts.host_only, host_setters=facts.setters)
     return info, import_row
 
