@@ -38,6 +38,7 @@ def modeling_files() -> dict[str, str]:
 def cold_caches() -> None:
     engine._PARSED = engine._LRU(8192)
     engine._ANALYSED = engine._LRU(8192)
+    engine._FACTS = engine._LRU(8192)
 
 
 def throughput(files: dict[str, str]) -> tuple[int, int, float, int]:

@@ -126,7 +126,7 @@ def main() -> None:
             "collection_us", "collection / profile"], rows_cost)  # fmt: skip
     after = os.getloadavg()
     print(f"\nload average after: {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}; the difference "
-          "column is noise-bound (a cold compile varies by more than the collection costs): "
+          "column is noise-bound (one compile varies by more than the collection costs): "
           "collection_us is measured inside the run")  # fmt: skip
 
 

@@ -25,3 +25,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 # torch is pinned by the constraints file only: never a runtime dependency of trnlens.
 .venv/bin/python -m pip install -q -c constraints.txt torch -e ".[dev]"
+# Model libraries the rule-precision tests read as text (tests/analysis/labels): wheels only, no
+# dependencies, never installed.
+.venv/bin/python -m pip download -q --no-deps --require-hashes -d .venv/wheels \
+    -r tests/analysis/labels/wheels.txt

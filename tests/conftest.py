@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import configuration as hypothesis_configuration
+from hypothesis import settings
+
+from tests import hygiene
+
+# Hypothesis keeps no example database (a .hypothesis/ folder in the checkout): the fuzz tests
+# are derandomized and bounded instead, the same inputs on every run.
+settings.register_profile("trnlens", database=None)
+settings.load_profile("trnlens")
 
 
 @pytest.fixture
@@ -40,3 +52,44 @@ def python_without_trnlens(directory: Path, with_torch: bool = True) -> Path:
         ).stdout.strip()  # fmt: skip
         Path(site, "torch-only.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
+
+
+# -- hygiene: the whole session runs with a private temporary directory, and whatever of trnlens
+# is left in it, or still running, when the session ends fails the run (issue 13). A private
+# directory rather than /tmp itself: other sessions on the machine create their own entries.
+SESSION_MARK = "TRNLENS_TEST_SESSION"
+
+
+def pytest_configure(config) -> None:
+    if hasattr(config, "workerinput") or os.environ.get(SESSION_MARK):
+        return  # a nested pytest (tests that run pytest) shares the outer session's checks
+    # Short: unix socket paths under it (ssh control sockets, warm daemons) must stay < 108 bytes.
+    directory = Path(tempfile.mkdtemp(prefix="tl-"))
+    config._trnlens_session_tmp = directory  # noqa: SLF001 (read in pytest_sessionfinish)
+    os.environ[SESSION_MARK] = str(directory)
+    os.environ["TMPDIR"] = str(directory)
+    # torch.compile's cache goes there too (the default is a torchinductor_<user> in /tmp)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(directory / "torchinductor"))
+    tempfile.tempdir = str(directory)
+    # hypothesis's own caches (not its example database, which is off) go there too
+    hypothesis_configuration.set_hypothesis_home_dir(directory / "hypothesis")
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    directory = getattr(session.config, "_trnlens_session_tmp", None)
+    if directory is None:
+        return
+    tempfile.tempdir = None
+    problems = hygiene.leftovers(directory, SESSION_MARK)
+    if problems:  # named in the summary, then removed: a leaky run must not leak itself
+        session.config._trnlens_leftovers = problems  # noqa: SLF001
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        hygiene.kill_processes(problems.processes)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    problems = getattr(config, "_trnlens_leftovers", None)
+    if problems:
+        terminalreporter.section("trnlens leftovers (issue 13: tests leave nothing behind)")
+        terminalreporter.line(problems.describe())

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import signal
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ from trnlens import project, results
 from trnlens.agent.protocol import SCHEMA_VERSION
 from trnlens.explorer import summary
 from trnlens.store import Store
+from trnlens.targets.base import redact
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
@@ -34,6 +36,9 @@ DEFAULT_IDLE_S = 600.0
 NEURON_IDLE_S = 60.0
 DEFAULT_MEMORY_CAP_MB = 16_000.0
 DEFAULT_STALL_S = 120.0
+STDERR_LINE_CHARS = 2000
+# faulthandler's frames (most recent call first), printed by the agent when user code crashes
+_FAULT_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<func>.+)$')
 _ids = itertools.count(1)
 
 
@@ -47,6 +52,10 @@ class AgentFailure(Exception):
     @property
     def kind(self) -> str:
         return self.error.get("kind", "internal")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= STDERR_LINE_CHARS else text[:STDERR_LINE_CHARS] + " [...]"
 
 
 def _failure(kind: str, message: str) -> AgentFailure:
@@ -104,6 +113,7 @@ class AgentProcess:
             self._idle = None
 
     async def start(self) -> None:
+        self._reap_group()  # what the last (ended) agent's code left behind
         try:
             await self.target.prepare()
             command = self.target.command()
@@ -137,9 +147,19 @@ class AgentProcess:
         self.hello = hello
 
     async def _drain_stderr(self) -> None:
+        """Keeps the last lines of the agent's stderr (user prints included), each cut to
+        ``STDERR_LINE_CHARS``: reading in chunks, a line of any length neither stops the reader
+        (which would block the agent on a full pipe) nor fills our memory."""
         assert self.proc and self.proc.stderr
-        async for raw in self.proc.stderr:
-            self._stderr.append(raw.decode("utf-8", "replace").rstrip())
+        pending = b""
+        while chunk := await self.proc.stderr.read(1 << 16):
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                self._stderr.append(_clip(raw.decode("utf-8", "replace").rstrip()))
+            if len(pending) > STDERR_LINE_CHARS * 4:  # the start of a very long line is enough
+                pending = pending[: STDERR_LINE_CHARS * 4]
+        if pending:
+            self._stderr.append(_clip(pending.decode("utf-8", "replace").rstrip()))
 
     async def _settle_stderr(self) -> None:
         """Lets the last lines of a process that ended reach the buffer (for error messages)."""
@@ -150,7 +170,8 @@ class AgentProcess:
                 pass
 
     def stderr_tail(self, lines: int = 20) -> str:
-        return "\n".join(list(self._stderr)[-lines:]) or "(no output)"
+        text = "\n".join(list(self._stderr)[-lines:]) or "(no output)"
+        return redact(text, self.target.secrets())
 
     async def _read(self) -> dict | None:
         assert self.proc and self.proc.stdout
@@ -182,7 +203,7 @@ class AgentProcess:
                 if message is None:
                     code = await self.proc.wait()
                     await self._settle_stderr()
-                    raise self._died(code)
+                    raise self._died(code, payload.get("project_root"))
                 if message.get("type") == "pong" or message.get("id") != request_id:
                     continue
                 kind = message.get("type")
@@ -231,18 +252,45 @@ class AgentProcess:
                 }
             ) from None
 
-    def _died(self, code: int) -> AgentFailure:
+    def _died(self, code: int, project_root: str | None = None) -> AgentFailure:
         if isinstance(self.target, SshTarget) and code == 255:
             return _failure(
                 "environment",
                 f"the connection to {self.target.host} dropped during the run "
                 f"({self.stderr_tail(1)}); the agent there stops by itself when its input closes",
             )
-        failure = _failure(
-            "internal", f"the agent exited (code {code}) during the run:\n{self.stderr_tail()}"
-        )
+        how = f"exited (code {code})"
+        if code < 0:
+            try:
+                how = f"crashed ({signal.Signals(-code).name})"
+            except ValueError:
+                how = f"crashed (signal {-code})"
+        where = self._crash_site(project_root)
+        at = f" in {where[0]}:{where[1]}" if where else ""
+        failure = _failure("internal", f"the agent {how}{at} during the run:\n{self.stderr_tail()}")
+        if where:
+            failure.error.update(path=where[0], line=where[1])
         failure.error["retry"] = True  # a crash: worth one more try on a fresh process
         return failure
+
+    def _crash_site(self, project_root: str | None) -> tuple[str, int] | None:
+        """The innermost project frame of the stack faulthandler printed, as (relpath, line)."""
+        if not project_root:
+            return None
+        root = project_root.rstrip("/") + "/"
+        lines = list(self._stderr)
+        headers = [i for i, t in enumerate(lines) if "most recent call first" in t]
+        current = [i for i in headers if lines[i].startswith("Current thread")]
+        if not headers:
+            return None
+        start = (current or headers)[-1]
+        for text in lines[start + 1 :]:
+            match = _FAULT_FRAME.match(text)
+            if match is None:
+                break
+            if match["path"].startswith(root):
+                return match["path"][len(root) :], int(match["line"])
+        return None
 
     async def cancel(self, request_id: str, grace_s: float = CANCEL_GRACE_S) -> None:
         """Asks the agent to stop; kills its process group if it has not answered in time."""
@@ -270,6 +318,7 @@ class AgentProcess:
 
     async def kill(self) -> None:
         if not self.alive():
+            self._reap_group()
             return
         await self.target.kill()  # remote: the agent's process group on the host
         try:
@@ -277,6 +326,16 @@ class AgentProcess:
         except (ProcessLookupError, PermissionError):
             self.proc.kill()
         await self.proc.wait()
+
+    def _reap_group(self) -> None:
+        """Kills what the user's code started and left in the agent's process group (a forked
+        worker, a `subprocess.Popen` never waited for) once the agent itself has ended: the group
+        outlives its leader while any member lives."""
+        if self.proc is not None and self.proc.returncode is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     async def close(self) -> None:
         self._disarm_idle_timer()
@@ -287,6 +346,7 @@ class AgentProcess:
                 await asyncio.wait_for(self.proc.wait(), 5)
             except (asyncio.TimeoutError, ConnectionError, RuntimeError):
                 await self.kill()
+        self._reap_group()
         if self._stderr_task:
             self._stderr_task.cancel()
 

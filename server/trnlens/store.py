@@ -18,6 +18,7 @@ history) stay.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -28,7 +29,10 @@ from pathlib import Path
 
 from trnlens import results
 
+log = logging.getLogger(__name__)
+
 DB_VERSION = 1
+QUICK_CHECK_MAX_BYTES = 64 << 20  # stores up to this size are fully checked on open
 DEFAULT_CAP_BYTES = 1 << 30  # 1 GiB of artifacts
 
 _COLUMNS = """
@@ -58,24 +62,104 @@ _COLUMNS = """
 """
 
 
+class StoreError(Exception):
+    """The store cannot be written (read-only, disk full, gone): a message fit for the user."""
+
+
 class Store:
     def __init__(self, project_root: str | Path, cap_bytes: int = DEFAULT_CAP_BYTES):
         self.root = Path(project_root) / ".trnlens"
         self.artifacts = self.root / "artifacts"
         self.staging = self.root / "staging"
         self.cap_bytes = cap_bytes
+        self.db_path = self.root / "runs.sqlite"
+        # Set when a damaged database was moved aside on open: what happened, for the user.
+        self.recovered: str | None = None
+        try:
+            self._make_layout()
+            self._db = self._open()
+        except sqlite3.DatabaseError as exc:
+            self._db = self._replace_damaged(exc)
+        except OSError as exc:
+            raise StoreError(f"cannot create the run store in {self.root}: {exc}") from None
+
+    def _make_layout(self) -> None:
         for directory in (self.root, self.artifacts, self.staging):
+            _refuse_symlink(directory)
             directory.mkdir(parents=True, exist_ok=True)
         ignore = self.root / ".gitignore"
         if not ignore.exists():
             ignore.write_text("*\n", encoding="utf-8")
-        self.db_path = self.root / "runs.sqlite"
-        self._db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._migrate()
-        self._recover()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        self._db = db
+        try:
+            # Switching to WAL takes a lock a concurrent opener may hold for a moment.
+            for attempt in range(50):
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or attempt == 49:
+                        raise
+                    time.sleep(0.1)
+            db.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _open(self) -> sqlite3.Connection:
+        """Opens, checks and migrates the database; sqlite3.DatabaseError when it is damaged."""
+        db = self._connect()
+        try:
+            try:
+                small = self.db_path.stat().st_size <= QUICK_CHECK_MAX_BYTES
+            except OSError:
+                small = True
+            if small:  # a whole check of a large store would slow every open: its queries tell
+                verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+                if verdict != "ok":
+                    raise sqlite3.DatabaseError(f"integrity check: {verdict}")
+            self._migrate()
+            self._recover()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        except OSError as exc:
+            db.close()
+            raise StoreError(f"cannot read the run store in {self.root}: {exc}") from None
+        self._inode = _inode(self.db_path)
+        return db
+
+    def _replace_damaged(self, problem: Exception) -> sqlite3.Connection:
+        """Moves a damaged database aside (kept for a person to look at), starts a fresh one
+        and rebuilds its rows from the runs' result.json files."""
+        if not _damaged(problem):
+            hint = " Is .trnlens read-only?" if _unwritable(problem) else ""
+            raise StoreError(
+                f"cannot open the run store {self.db_path} ({problem}).{hint}"
+            ) from None
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        aside = self.db_path.with_name(f"runs.sqlite.damaged-{stamp}-{os.getpid()}")
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                source = self.db_path.with_name(self.db_path.name + suffix)
+                if source.exists():
+                    os.replace(source, aside.with_name(aside.name + suffix))
+            db = self._open()
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise StoreError(f"the run store {self.db_path} is damaged ({problem}) and could "
+                             f"not be replaced: {exc}") from None  # fmt: skip
+        rebuilt = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        self.recovered = (
+            f"the run store {self.db_path} was damaged ({problem}): moved aside to "
+            f"{aside.name}; a fresh one holds the {rebuilt} runs rebuilt from artifacts/"
+        )
+        log.warning(self.recovered)
+        return db
 
     def close(self) -> None:
         self._db.close()
@@ -121,17 +205,38 @@ class Store:
         """Stores one run (result JSON + whatever the agent left in staging/<run-id>/)."""
         results.check(result)
         run_id = result["run_id"]
-        staged = self.staging / run_id
-        staged.mkdir(parents=True, exist_ok=True)
-        _write_atomic(staged / "result.json", json.dumps(result, indent=1))
-        final = self.artifacts / run_id
-        if final.exists():
-            raise FileExistsError(f"run {run_id} is already stored")
-        os.replace(staged, final)
-        _fsync_dir(self.artifacts)
-        self._insert(result, comparison_id)
+        try:
+            self._still_there()
+            staged = self.staging / run_id
+            staged.mkdir(parents=True, exist_ok=True)
+            _write_atomic(staged / "result.json", json.dumps(result, indent=1))
+            final = self.artifacts / run_id
+            if final.exists():
+                raise FileExistsError(f"run {run_id} is already stored")
+            os.replace(staged, final)
+            _fsync_dir(self.artifacts)
+            self._insert(result, comparison_id)
+        except FileExistsError:
+            raise
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise StoreError(
+                f"run {run_id} could not be stored in {self.root} ({exc}); earlier runs are "
+                "untouched"
+            ) from None
         self.prune()
         return run_id
+
+    def _still_there(self) -> None:
+        """Puts back what was deleted under a long-lived store (the language server's): the
+        folders, and the database itself when its file is gone or was replaced."""
+        self._make_layout()
+        if _inode(self.db_path) != self._inode:
+            log.warning("%s was removed or replaced: reopening it", self.db_path)
+            self._db.close()
+            try:
+                self._db = self._open()
+            except sqlite3.DatabaseError as exc:
+                self._db = self._replace_damaged(exc)
 
     def _insert(self, result: dict, comparison_id: str | None) -> None:
         fn = result["function"]
@@ -358,11 +463,42 @@ class Store:
 
 def _write_atomic(path: Path, text: str) -> None:
     temp = path.with_name(path.name + ".tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # a full disk leaves no half-written file behind
+        raise
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _damaged(problem: Exception) -> bool:
+    """Whether SQLite says the file itself is bad (not busy, not read-only, not missing)."""
+    text = str(problem).lower()
+    return any(
+        sign in text for sign in ("not a database", "malformed", "integrity check", "corrupt")
+    )
+
+
+def _unwritable(problem: Exception) -> bool:
+    text = str(problem).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
+def _refuse_symlink(directory: Path) -> None:
+    """.trnlens and its folders are never followed out of the project through a symlink."""
+    if directory.is_symlink():
+        raise StoreError(f"{directory} is a symbolic link: trnlens writes only inside the project")
 
 
 def _fsync_dir(path: Path) -> None:

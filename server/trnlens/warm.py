@@ -21,13 +21,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.store import Store
 from trnlens.targets import bundle, config
+from trnlens.targets.bundle import short_temp_dir
 
 START_TIMEOUT_S = 30.0
 
@@ -36,7 +36,7 @@ def socket_dir() -> Path:
     directory = bundle.cache_dir() / "warm"
     if len(str(directory)) > 70:  # unix socket paths must stay under 108 bytes
         tag = hashlib.sha256(str(directory).encode()).hexdigest()[:8]
-        directory = Path(tempfile.gettempdir()) / f"trnlens-warm-{os.getuid()}-{tag}"
+        directory = short_temp_dir() / f"trnlens-warm-{os.getuid()}-{tag}"
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(directory, 0o700)  # whoever reaches the socket can run code as us
     return directory
@@ -45,6 +45,17 @@ def socket_dir() -> Path:
 def socket_path(root: Path, target: str, python: str | None) -> Path:
     key = json.dumps([str(Path(root).resolve()), target, python or sys.executable])
     return socket_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.sock"
+
+
+def remove_socket(path: Path) -> None:
+    """A daemon that leaves normally takes its socket, its log and (when empty) the socket
+    directory with it: nothing of trnlens stays in the temporary directory."""
+    path.unlink(missing_ok=True)
+    path.with_suffix(".log").unlink(missing_ok=True)
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass  # another daemon's socket is still there
 
 
 def _to_json(request: ProfileRequest) -> dict:
@@ -92,6 +103,7 @@ def _spawn(path: Path, root: Path, target: str, python: str | None, keep_s: floa
                str(root), "--target", target, "--keep", str(keep_s)]  # fmt: skip
     if python:
         command += ["--python", python]
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # a leaving daemon removes it
     with open(path.with_suffix(".log"), "ab") as log:  # the daemon keeps its own copy of the fd
         subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                          start_new_session=True)  # fmt: skip
@@ -129,7 +141,7 @@ class Daemon:
             while time.monotonic() - self.last_used < self.keep_s or self.lock.locked():
                 await asyncio.sleep(min(1.0, self.keep_s / 4 or 0.1))
         await self.agent.close()
-        self.path.unlink(missing_ok=True)
+        remove_socket(self.path)
 
     async def handle(self, reader, writer) -> None:
         def send(message: dict) -> None:

@@ -152,3 +152,37 @@ def test_module_entry_point(project: Path) -> None:
         text=True,
     )
     assert out.returncode == 1 and json.loads(out.stdout)[0]["code"] == "TRN001"
+
+
+SYNCS = (
+    "import torch\n\n\n"
+    "def f(xs):\n    for x in xs:\n        g(x.sum().item())\n        g(x.cpu())\n"
+)
+
+
+def test_statistics_count_findings_per_rule(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.py").write_text(NAIVE + SYNCS.replace("import torch\n", ""))
+    (tmp_path / "b.py").write_text(NAIVE)
+    assert main(["check", str(tmp_path), "--statistics"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "2\tTRN001\t[*] naive-rmsnorm",
+        "1\tTRN101\t[ ] item-in-loop",
+        "1\tTRN102\t[ ] host-copy-in-loop",
+    ]
+    assert main(["check", str(tmp_path), "--statistics", "--select", "TRN1", "--ignore", "TRN102"])
+    assert capsys.readouterr().out.splitlines() == ["1\tTRN101\t[ ] item-in-loop"]
+    main(["check", str(tmp_path), "--statistics", "--format", "json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0] == {"code": "TRN001", "name": "naive-rmsnorm", "count": 2, "fixable": True}
+    assert main(["check", str(tmp_path / "b.py"), "--statistics", "--ignore", "TRN0"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_information_is_a_notice_in_github_and_a_note_in_sarif(tmp_path: Path, capsys) -> None:
+    (tmp_path / "s.py").write_text(SYNCS)
+    main(["check", str(tmp_path), "--format", "github"])
+    assert all(line.startswith("::notice ") for line in capsys.readouterr().out.splitlines())
+    main(["check", str(tmp_path), "--format", "sarif"])
+    results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert {r["level"] for r in results} == {"note"}

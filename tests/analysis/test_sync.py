@@ -14,8 +14,8 @@ TRAIN = HEADER + (
     "    for step, (x, y) in enumerate(loader):\n"
     "        x = x.to(device)\n"  # the loop's own data: fine
     "        m = mask.to(device)\n"  # TRN105: never changes
-    "        w = torch.tensor([1.0, 2.0])\n"  # TRN104 (invariant)
-    "        t = torch.tensor(y)\n"  # TRN104 (per-step data)
+    "        w = torch.tensor([1.0, 2.0], device=device)\n"  # TRN104 (invariant)
+    "        t = torch.tensor(y, device=device)\n"  # TRN104 (per-step data)
     "        loss = model(x, m, w, t).sum()\n"
     "        total += loss.item()\n"  # TRN101
     "        preds = model(x).argmax(-1).cpu().numpy()\n"  # TRN102 once, on .cpu()

@@ -105,7 +105,7 @@ async def test_diagnostics_quick_fix_noqa_and_ignore_without_any_run(tmp_path):
         assert diagnostic.severity == types.DiagnosticSeverity.Warning
         assert diagnostic.range.start == types.Position(NAIVE_RSQRT, 11)
         assert diagnostic.range.end == types.Position(NAIVE_RSQRT, 41)
-        assert "naive RMSNorm" in diagnostic.message and "measured" not in diagnostic.message
+        assert "naive RMSNorm" in diagnostic.message and "measured:" not in diagnostic.message
         assert not (root / ".trnlens").exists()  # nothing ran, nothing was written
 
         # Columns: code points in the analysis, UTF-16 units in LSP.
@@ -185,7 +185,7 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
 
         def measured():
             found = ed.diagnostics(uri, "TRN001")
-            return found and "measured" in found[0].message and found[0]
+            return found and "measured:" in found[0].message and found[0]
 
         diagnostic = await ed.wait_for(measured, what="measured figures in TRN001")
         assert re.search(
@@ -193,7 +193,7 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
             r"\(rmsnorm_naive, just now\) · confirmed by a run \(6 dispatches here\)",
             diagnostic.message,
         ), diagnostic.message
-        assert "device" not in diagnostic.message
+        assert "device" not in diagnostic.message and "not measured" not in diagnostic.message
 
         # The Compare lens: original, fixed and compiled in one run.
         answer = await ed.click(lenses["rmsnorm_naive"])
@@ -203,7 +203,9 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
         assert any(answer["message"] in m.message for m in ed.client.messages)
         title = (await compare_lenses(ed, uri))["rmsnorm_naive"].command.title
         assert re.fullmatch(
-            r"⇄ Compare variants · fixed [\d.]+× · compiled [\d.]+× · 6/2/1 dispatches · just now",
+            # the age says when the run was made: "N min ago" once a busy machine took minutes
+            r"⇄ Compare variants · fixed [\d.]+× · compiled [\d.]+× · 6/2/1 dispatches"
+            r" · (just now|\d+ min ago)",
             title,
         ), title
 

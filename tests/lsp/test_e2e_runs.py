@@ -223,5 +223,6 @@ async def test_a_run_past_timeout_seconds_is_stopped_and_reported(tmp_path):
         _, end = await ed.profile(uri, "sleepy")  # sleeps 30 s in its first call
         assert end.message == "failed: timed out after 4 s (trnlens.timeoutSeconds)"
         assert time.monotonic() - started < 20
-        assert any("timed out" in m.message for m in ed.client.messages)
+        # the message follows the progress's end (its own notification)
+        await ed.wait_for(lambda: any("timed out" in m.message for m in ed.client.messages))
         assert (await ed.lenses(uri))["sleepy"].command.title == "▶ Profile"

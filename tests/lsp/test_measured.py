@@ -1,77 +1,99 @@
-"""Measured findings and the Neuron summary in the editor, from placed results written here
-(a Neuron one with a device summary this machine cannot produce: a stand-in result)."""
+"""A static finding's severity and message once a run measured its lines (lsp/measured.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from lsprotocol import types
-from trnlens.lsp import hovers, lenses, measured
-from trnlens.settings import resolve
+from trnlens.analysis import analyse_source
+from trnlens.lsp import measured
+from trnlens.lsp.analysis import AnalysisService
+from trnlens.lsp.documents import ProfiledDocument
+from trnlens.results import Result
+from trnlens.settings import Settings
 
-from tests.lsp.test_features import _doc, _no_jobs, _result
-
-FINDING = {
-    "id": "launch-bound", "message": "launch-bound: 200 dispatches per step", "op": "aten::pow",
-    "time_us": 250.0, "share": 0.25, "path": "m.py", "line": 5, "matcher": "trnlens",
-    "fix": None, "details": {},
-}  # fmt: skip
+SYNC = """import torch
 
 
-def _placed(**extra):
-    result = _result()
-    result.data.update(extra)
-    doc = _doc()
-    doc.place(result)
+def train(xs):
+    total = 0.0
+    for x in xs:
+        total += x.sum().item()
+    return total
+"""
+
+
+def _finding(severity: str):
+    (finding,) = analyse_source(SYNC, "model.py")
+    finding.severity = severity
+    return finding
+
+
+@pytest.mark.parametrize(
+    ("severity", "share", "shown"),
+    [
+        ("info", None, "info"),  # not measured: as analysed
+        ("info", 0.05, "info"),  # measured, cheap
+        ("info", 0.5, "warning"),  # measured, costly
+        ("hint", 0.5, "info"),  # a needed sync, costly
+        ("warning", 0.0, "warning"),  # a proven fix stays a warning
+    ],
+)
+def test_severity_is_raised_only_when_measured_costly(severity, share, shown) -> None:
+    assert measured.severity(_finding(severity), share, threshold=0.2) == shown
+
+
+def test_the_not_measured_note_gives_way_to_the_figures() -> None:
+    finding = _finding("info")
+    assert measured.message(finding, None).endswith("(static: not measured)")
+    text = measured.message(finding, "measured: 1 dispatch, 9 ms CPU (ops) per step on line 7")
+    assert "not measured" not in text and text.endswith("per step on line 7")
+
+
+class _Server:
+    documents: dict = {}
+
+
+def _placed(item_us: float) -> ProfiledDocument:
+    root = Path("/tmp/project")
+    doc = ProfiledDocument("file:///tmp/project/model.py", root / "model.py", root, SYNC, 1)
+    lines = [
+        {"path": "model.py", "line": 6, "dispatches": 1, "device_us": 100.0},
+        {"path": "model.py", "line": 7, "dispatches": 2, "device_us": item_us},
+    ]
+    doc.place(
+        Result(
+            {
+                "run_id": "r1",
+                "created_at": "2020-01-01T00:00:00+00:00",
+                "function": {"path": "model.py", "qualname": "train", "line": 4},
+                "backend": "cpu",
+                "time_basis": "cpu",
+                "error": None,
+                "lines": lines,
+            }
+        )
+    )
     return doc
 
 
-def test_a_finding_is_a_diagnostic_at_its_line_and_follows_edits():
-    doc = _placed(findings=[FINDING, {**FINDING, "path": "other.py"}])
-    (diagnostic,) = measured.provider(doc, resolve({}))
-    assert diagnostic.source == "trnlens (measured)" and diagnostic.code == "launch-bound"
-    assert diagnostic.range.start.line == 4
-    assert "measured: 250 µs CPU (ops) per step, 25% of the step (f, " in diagnostic.message
-    # Two lines inserted above: the finding moves with its line.
-    doc.update("import torch\n\n\n" + doc.text[len("import torch\n") :], [None])
-    (moved,) = measured.provider(doc, resolve({}))
-    assert moved.range.start.line == 6 and "stale" not in moved.message
-
-
-def test_advice_only_findings_offer_no_edit():
-    doc = _placed(findings=[FINDING])
-    (diagnostic,) = measured.provider(doc, resolve({}))
-    params = types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(doc.uri),
-        range=diagnostic.range,
-        context=types.CodeActionContext(diagnostics=[diagnostic]),
+def test_a_sync_measured_costly_is_a_warning_with_its_time() -> None:
+    service = AnalysisService(_Server())  # type: ignore[arg-type]
+    (before,) = service.provider(
+        ProfiledDocument(
+            "file:///tmp/project/model.py",
+            Path("/tmp/project/model.py"),
+            Path("/tmp/project"),
+            SYNC,
+            1,
+        ),
+        Settings(),
     )
-    assert measured.code_actions(doc, params) == []
-
-
-def test_static_findings_confirmed_or_cleared_by_a_run():
-    doc = _placed(findings=[FINDING])
-    assert measured.static_verdict(doc, "TRN101", 4, 4, 1) == (
-        "confirmed by a run (launch-bound measured here)"
-    )
-    assert (
-        measured.static_verdict(doc, "TRN001", 5, 6, 3) == "confirmed by a run (3 dispatches here)"
-    )
-    assert measured.static_verdict(doc, "TRN001", 5, 6, 1).startswith("cleared by a run")
-    assert measured.static_verdict(doc, "TRN101", 5, 6, 3) == ""
-
-
-def test_neuron_summary_on_the_lens_and_in_the_hover():
-    summary = {
-        "source": "summary-json", "mfu_percent": 31.2, "hfu_percent": 44.0, "mbu_percent": 22.0,
-        "total_time_s": 0.0123, "average_dma_size_bytes": 2048,
-        "recommendations": [{"id": "transposes", "message": "transposes are 15% of the FLOPs"}],
-    }  # fmt: skip
-    result = _result(time_basis="device", backend="neuron")
-    result.data.update(device_summary=summary, mode="as-written", mode_reason="auto: calls x")
-    doc = _doc()
-    doc.place(result)
-    (lens,) = lenses.code_lenses(doc, "local", _no_jobs)
-    assert " · MFU 31% · " in lens.command.title
-    text = hovers.hover(doc, types.Position(3, 0), None).contents.value
-    assert "mode `as-written`: auto: calls x" in text
-    assert "MFU 31% · HFU 44% · MBU 22% · total 12.3 ms · average DMA 2048 B" in text
-    assert "- transposes are 15% of the FLOPs" in text
+    assert before.severity == types.DiagnosticSeverity.Information
+    assert before.message.endswith("(static: not measured)")
+    (costly,) = service.provider(_placed(item_us=900.0), Settings())
+    assert costly.severity == types.DiagnosticSeverity.Warning
+    assert "measured: 2 dispatches, 900 µs" in costly.message.replace("900.0", "900")
+    (cheap,) = service.provider(_placed(item_us=10.0), Settings())
+    assert cheap.severity == types.DiagnosticSeverity.Information and "measured:" in cheap.message

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,9 +33,8 @@ def ssh_cache(tmp_path, monkeypatch):
 
     Only this test's masters: other test sessions on the machine may hold their own.
     """
-    from trnlens.targets.ssh import control_dir
+    from trnlens.targets.ssh import close_masters
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    sockets = str(control_dir())
     yield tmp_path / "cache"
-    subprocess.run(["pkill", "-f", sockets], capture_output=True)
+    close_masters()

@@ -56,12 +56,31 @@ class TestHost:
         except (OSError, ValueError):
             pass
 
+    def reboot(self) -> None:
+        """As if the host rebooted: every session cut, sshd gone, then back on the same port."""
+        listener = int(self.pidfile.read_text())
+        sessions = subprocess.run(["pgrep", "-P", str(listener)], capture_output=True, text=True)
+        for pid in [listener, *map(int, sessions.stdout.split())]:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        config = self.directory / "sshd_config"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the port comes free once the listener is gone
+            done = subprocess.run([SSHD, "-f", str(config), "-E", str(self.directory / "sshd.log")])
+            if done.returncode == 0:
+                break
+            time.sleep(0.2)
+        _wait_for_port(self.port, self.directory)
+
 
 def keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start(directory: Path, alias: str = "trn-test-host") -> TestHost:
+def start(directory: Path, alias: str = "trn-test-host", extra: str = "") -> TestHost:
+    """Starts sshd; ``extra`` lines go at the end of its config (a ForceCommand, say)."""
     directory.mkdir(parents=True, exist_ok=True)
     keygen(directory / "host_key")
     keygen(directory / "client_key")
@@ -72,7 +91,7 @@ def start(directory: Path, alias: str = "trn-test-host") -> TestHost:
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {directory / 'host_key'}\n"
         f"AuthorizedKeysFile {directory / 'authorized_keys'}\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\n"
-        f"UsePAM no\nPidFile {directory / 'sshd.pid'}\nMaxSessions 50\nMaxStartups 50\n"
+        f"UsePAM no\nPidFile {directory / 'sshd.pid'}\nMaxSessions 50\nMaxStartups 50\n{extra}"
     )
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     subprocess.run([SSHD, "-f", str(config), "-E", str(directory / "sshd.log")], check=True)
@@ -81,10 +100,15 @@ def start(directory: Path, alias: str = "trn-test-host") -> TestHost:
     host = TestHost(alias, port, directory, directory / "ssh_config", directory / "host_key",
                     directory / "sshd.pid")  # fmt: skip
     host.client_config("ssh_config")
+    _wait_for_port(port, directory)
+    return host
+
+
+def _wait_for_port(port: int, directory: Path) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
-                return host
+                return
         time.sleep(0.05)
     raise RuntimeError("sshd did not start: " + (directory / "sshd.log").read_text())

@@ -3,11 +3,11 @@
 import './vscode-stub';
 import { FakeEventEmitter, reset, state } from './vscode-stub';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import Module = require('node:module');
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, it } from 'node:test';
+import { after, afterEach, beforeEach, describe, it } from 'node:test';
 import type { ClientLike, ServerSpec } from '../../src/client';
 import type { ClientSettings } from '../../src/languageclient';
 import { PACKAGE_JSON, settle } from './helpers';
@@ -45,9 +45,16 @@ loader._load = function (request, parent, isMain) {
 };
 const extension = require('../../src/extension') as typeof import('../../src/extension');
 
+/** Folders of the stand-in interpreters, removed when the file's tests end (nothing left in /tmp). */
+const fakeDirs: string[] = [];
+after(() => {
+  for (const dir of fakeDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
 /** A stand-in interpreter: answers the install probe with `answer` ("3.11 1": has trnlens). */
 function fakePython(answer: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'trnlens-fake-python-'));
+  fakeDirs.push(dir);
   const path = join(dir, 'python');
   writeFileSync(path, `#!/bin/sh\necho "${answer}"\n`);
   chmodSync(path, 0o755);

@@ -59,6 +59,8 @@ def from_user_code(exc: BaseException, is_project_file, relpath) -> AgentError:
             break
     text = "".join(tb.format_exception(type(exc), exc, exc.__traceback__))
     message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SystemExit):
+        message = f"the code called sys.exit({exc.code!r}): a profiled function must return"
     return AgentError(
         "user_code", message, type_=type(exc).__name__, path=path, line=line, traceback=text
     )

@@ -57,7 +57,7 @@ def call_factory(module, name: str, device, relpath: str, is_project_file, proje
         pass
     try:
         return factory(**kwargs)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise errors.from_user_code(exc, is_project_file, project_relpath) from None
 
 

@@ -5,11 +5,19 @@ to a duplicate of the original stdout, so nothing the user (or a compiler worker
 corrupt it. A reader thread takes ``cancel`` and ``ping`` while a run is busy; cancel interrupts
 the main thread (KeyboardInterrupt at the next bytecode) and the server kills the process if it
 does not stop in time (a run stuck in C code).
+
+What user code may break is repaired between requests, so one bad run does not spoil the warm
+agent's next: the working directory, fd 1 and ``sys.stdout``/``sys.stderr`` are put back. A crash
+in C (segfault, abort) prints the Python stack to stderr (faulthandler), which the server reads to
+name the user's line. ``TRNLENS_MEMORY_LIMIT_MB`` in the agent's environment (a target's ``env``)
+caps its address space (RLIMIT_AS): code that exhausts memory gets a MemoryError on its line
+instead of taking the machine down.
 """
 
 from __future__ import annotations
 
 import _thread
+import faulthandler
 import gc
 import json
 import os
@@ -122,6 +130,7 @@ class Agent:
                 }
             )
 
+        saved = _ProcessState.save()
         try:
             try:
                 result = Runner(request, progress, self.cancel_requested.is_set).run()
@@ -129,6 +138,7 @@ class Agent:
             finally:
                 with self._lock:
                     self.current = None
+                saved.restore()
         except RestartNeeded as exc:
             self.channel.send(
                 {
@@ -166,6 +176,45 @@ class Agent:
         gc.collect()
 
 
+class _ProcessState:
+    """What a run's code may change in the agent's process and the next run relies on."""
+
+    def __init__(self, cwd: str | None):
+        self.cwd = cwd
+
+    @classmethod
+    def save(cls) -> _ProcessState:
+        try:
+            return cls(os.getcwd())
+        except OSError:  # the directory was removed under us
+            return cls(None)
+
+    def restore(self) -> None:
+        if self.cwd is not None:
+            try:
+                os.chdir(self.cwd)
+            except OSError:
+                pass
+        try:
+            os.fstat(1)
+        except OSError:  # the code closed fd 1: point it at stderr again, as at start
+            try:
+                os.dup2(2, 1)
+            except OSError:
+                pass  # fd 2 is gone too: prints fail in the next run's code, not here
+        sys.stdout = sys.stderr = sys.__stderr__
+
+
+def _limit_memory() -> None:
+    limit = os.environ.get("TRNLENS_MEMORY_LIMIT_MB")
+    if not limit:
+        return
+    import resource
+
+    cap = int(float(limit) * 1024 * 1024)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "--probe" in args:
@@ -173,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(probe()))
         return 0
+    _limit_memory()
+    faulthandler.enable()  # a segfault or abort in user code prints the Python stack to stderr
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

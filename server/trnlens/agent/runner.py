@@ -100,7 +100,13 @@ class Runner:
         started = time.perf_counter()
         try:
             import torch
-        except ImportError as exc:
+        except (ImportError, MemoryError) as exc:
+            limit = os.environ.get("TRNLENS_MEMORY_LIMIT_MB")
+            if limit and (isinstance(exc, MemoryError) or "failed to map" in str(exc)):
+                raise errors.environment(
+                    f"the agent's memory limit (TRNLENS_MEMORY_LIMIT_MB={limit}) is too small "
+                    f"to import torch ({exc}): raise it"
+                ) from None
             raise errors.environment(
                 f"torch cannot be imported by {sys.executable} ({exc}): install it for that "
                 "interpreter (pip install torch; on Trainium, torch-neuronx brings its own), or "
@@ -248,7 +254,7 @@ class Runner:
                 module = loader.import_file(project, path)
             except errors.AgentError:
                 raise
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # sys.exit() at import is the code's failure
                 raise errors.from_user_code(exc, project.is_project_file, project.relpath) from None
             modules[path] = module
         target = loader.resolve(module, qualname)
@@ -296,11 +302,12 @@ class Runner:
         )
         try:
             m = measurer.run(measured_step, compiled=compiled, out_dir=out_dir, project=project)
+            output = _output_of(step, torch, mode)
         except Cancelled:
             raise
         except errors.AgentError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in the code is the code's failure
             failure = errors.from_user_code(exc, project.is_project_file, project.relpath)
             if mode == "inference" and trains is not None:
                 failure.message += (
@@ -339,7 +346,7 @@ class Runner:
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
         result["warnings"].extend(m.warnings)
-        result["_output"] = _output_of(step, torch, mode)
+        result["_output"] = output
 
     def _inputs(self, module, target, definition, text, relpath, project, backend):
         directives = sources.read_directives(text, definition)

@@ -14,14 +14,15 @@ decode_error=None) -> list[Finding]``
 ``apply_fixes(text: str, findings) -> str``
     The text with every safe fix of ``findings`` applied (overlapping edits: the later one wins).
 
-``Finding`` fields: ``code``, ``message``, ``severity`` ("warning" | "error"), ``location`` /
-``end_location`` (aliases ``start`` / ``end``: ``Location(row, column)``, both 1-based, columns
-in characters, end exclusive, as in ruff's JSON), ``lsp_range()`` (0-based LSP range),
-``filename``, ``qualname`` (``"func"``, ``"Class.method"``, ``"f.<locals>.g"``; None at module
-level), ``fix`` (``Fix(message, edits, applicability)``, each ``Edit(content, location,
-end_location)``), ``variant_source`` (the enclosing function with the fix applied, dedented, to
-be exec'd in a copy of the module's globals; it defines the same name), ``naive_dispatches``
-(tensor ops in the matched pattern), ``lines`` (first, last line the pattern spans) and
+``Finding`` fields: ``code``, ``message`` (ending in "(static: not measured)"), ``severity``
+("error" | "warning" | "info" | "hint", see docs/rules.md), ``location`` / ``end_location`` (aliases
+``start`` / ``end``: ``Location(row, column)``, both 1-based, columns in characters, end exclusive,
+as in ruff's JSON), ``lsp_range()`` (0-based LSP range), ``filename``, ``qualname`` (``"func"``,
+``"Class.method"``, ``"f.<locals>.g"``; None at module level), ``fix`` (``Fix(message, edits,
+applicability)``, each ``Edit(content, location, end_location)``), ``variant_source`` (the enclosing
+function with the fix applied, dedented, to be exec'd in a copy of the module's globals; it defines
+the same name), ``naive_dispatches`` (tensor ops in the matched pattern), ``lines`` (first, last
+line the pattern spans) and ``extra`` (``extra["claim"] == "needed"``: a sync the code needs) and
 ``to_json()`` (ruff's JSON keys plus these).
 
 ``RULES``: ``{code: (name, summary)}`` for every rule.

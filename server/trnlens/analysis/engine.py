@@ -19,13 +19,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
 from trnlens.analysis.model import Finding, Location
 from trnlens.analysis.patterns import ModuleInfo, module_info
 from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Rule
 from trnlens.analysis.rules.graphbreaks import is_compiled
+from trnlens.analysis.rules.placement import HostFacts, host_facts
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
 
@@ -64,6 +65,7 @@ class _LRU:
 
 _PARSED = _LRU(8192)  # chunk text -> statements | ParseError
 _ANALYSED = _LRU(8192)  # (chunk text, ModuleInfo) -> findings with rows relative to the chunk
+_FACTS = _LRU(8192)  # chunk text -> HostFacts
 
 
 @dataclass
@@ -243,7 +245,27 @@ def _module_facts(chunks: list[_Chunk]) -> tuple[ModuleInfo, int]:
         if not (is_doc or is_future):
             break
         import_row = chunk.start + (stmt.end_lineno or stmt.lineno)  # type: ignore[union-attr]
-    return module_info(statements), import_row
+    # Only a chunk that says "cpu" can move an attribute to the host; the others are walked only
+    # when they name such an attribute (an assignment there may put it back on the device).
+    facts = HostFacts()
+    for chunk in chunks:
+        if "cpu" in chunk.text:
+            facts = facts | _chunk_facts(chunk)
+    if facts.host:
+        for chunk in chunks:
+            if "cpu" not in chunk.text and any(f"self.{a}" in chunk.text for a in facts.host):
+                facts = facts | _chunk_facts(chunk)
+    info = replace(module_info(statements), host_attrs=facts.host_only, host_setters=facts.setters)
+    return info, import_row
+
+
+def _chunk_facts(chunk: _Chunk) -> HostFacts:
+    """``host_facts`` of one chunk, cached by its text: an edit walks only the chunk it changed."""
+    cached = _FACTS.get(chunk.text)
+    if cached is None:
+        cached = host_facts(chunk.body or [])
+        _FACTS.put(chunk.text, cached)
+    return cached  # type: ignore[return-value]
 
 
 # -- analysis ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from trnlens.analysis.dataflow import Def
-from trnlens.analysis.model import Edit, Finding, Fix, Location
+from trnlens.analysis.model import NOT_TIMED, Edit, Finding, Fix, Location
 from trnlens.analysis.rules.base import Context, Match
 from trnlens.analysis.source import SourceText
 
@@ -22,7 +22,7 @@ def to_finding(ctx: Context, match: Match, filename: str) -> Finding:
     last = max(n.end_lineno for n in nodes)  # type: ignore[attr-defined]
     finding = Finding(
         code=match.code,
-        message=match.message,
+        message=match.message + NOT_TIMED,
         location=ctx.src.node_start(match.node),
         end_location=ctx.src.node_end(match.node),
         filename=filename,
@@ -42,7 +42,16 @@ def to_finding(ctx: Context, match: Match, filename: str) -> Finding:
                 max(last, *(s.end_lineno or s.lineno for s in deleted)),
             )
         finding.variant_source = variant_source(ctx, finding.fix)
+    finding.severity = match.severity or severity_of(finding)
+    if match.claim:
+        finding.extra["claim"] = match.claim
     return finding
+
+
+def severity_of(finding: Finding) -> str:
+    """A warning only where the fix is proven (safe: numerically equivalent, tested); without
+    one a finding is information until a run measures what it costs."""
+    return "warning" if finding.fix and finding.fix.applicability == "safe" else "info"
 
 
 def _replacement_edits(ctx: Context, match: Match) -> Iterable[Edit]:

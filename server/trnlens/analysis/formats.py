@@ -1,8 +1,10 @@
-"""Rendering findings for people (text) and machines (ruff JSON, GitHub annotations, SARIF)."""
+"""Rendering findings for people (text) and machines (ruff JSON, GitHub annotations, SARIF), and
+their counts per rule (``--statistics``, in ruff's layout)."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +24,29 @@ def render(findings: Sequence[Finding], fmt: str, rules: dict[str, tuple[str, st
     return "".join(_text(f) + "\n" for f in findings)
 
 
+def statistics(findings: Sequence[Finding], fmt: str, rules: dict[str, tuple[str, str]]) -> str:
+    """Findings counted per rule, most first, as ruff's ``--statistics`` prints them: count, code,
+    ``[*]`` where every finding has a safe fix, the rule's name. JSON: a list of those fields."""
+    counts = Counter(f.code for f in findings)
+    fixable = Counter(f.code for f in findings if f.fix and f.fix.applicability == "safe")
+    rows = [
+        {
+            "code": code,
+            "name": rules.get(code, ("", ""))[0],
+            "count": count,
+            "fixable": fixable[code] == count,
+        }
+        for code, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    if fmt == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    width = max((len(str(r["count"])) for r in rows), default=1)
+    return "".join(
+        f"{r['count']:>{width}}\t{r['code']}\t{'[*]' if r['fixable'] else '[ ]'} {r['name']}\n"
+        for r in rows
+    )
+
+
 def _ruff_json(f: Finding) -> dict[str, Any]:
     return f.to_json()
 
@@ -39,8 +64,13 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+# GitHub annotations know error, warning and notice; SARIF error, warning, note and none.
+_GITHUB_LEVEL = {"error": "error", "warning": "warning"}
+_SARIF_LEVEL = {"error": "error", "warning": "warning"}
+
+
 def _github(f: Finding) -> str:
-    level = "error" if f.severity == "error" else "warning"
+    level = _GITHUB_LEVEL.get(f.severity, "notice")
     props = (
         f"file={_escape_property(f.filename)},line={f.location.row},col={f.location.column},"
         f"endLine={f.end_location.row},endColumn={f.end_location.column},"
@@ -74,7 +104,7 @@ def _sarif(findings: Sequence[Finding], rules: dict[str, tuple[str, str]]) -> di
 def _sarif_result(f: Finding) -> dict[str, Any]:
     return {
         "ruleId": f.code,
-        "level": "error" if f.severity == "error" else "warning",
+        "level": _SARIF_LEVEL.get(f.severity, "note"),
         "message": {"text": f.message},
         "locations": [
             {

@@ -55,6 +55,11 @@ class Fix:
         }
 
 
+# Every static finding's message ends with this: what it says is counted from the code. The
+# language server replaces it by the figures once a run measured the finding's lines.
+NOT_TIMED = " (static: not measured)"
+
+
 @dataclass
 class Finding:
     code: str
@@ -62,7 +67,10 @@ class Finding:
     location: Location
     end_location: Location
     filename: str = ""
-    severity: str = "warning"  # "error" for unparsable source, "warning" for a costly pattern
+    # "error": unparsable source; "warning": a costly pattern with a proven (safe) fix; "info": a
+    # hazard not measured (a sync in a loop, a pattern without a fix); "hint": a sync the code
+    # needs. The language server raises info/hint a level when a run measured the lines costly.
+    severity: str = "warning"
     qualname: str | None = None  # enclosing function: "func" or "Class.method"; None at top level
     fix: Fix | None = None
     # The enclosing function with the fix applied, dedented, defining the same name: the profiling

@@ -22,6 +22,9 @@ class ModuleInfo:
     torch: frozenset[str] = DEFAULT_TORCH  # aliases bound to the torch module
     functional: frozenset[str] = DEFAULT_FUNCTIONAL  # aliases bound to torch.nn.functional
     imports_torch: bool = False
+    # ``self`` attributes the module only ever assigns host tensors (see rules.placement).
+    host_attrs: frozenset[str] = frozenset()
+    host_setters: frozenset[tuple[str, str]] = frozenset()  # (method, attribute) it moves to host
 
     def torch_name(self) -> str:
         """A name the fixed code can use for torch: the module's own alias where it has one."""

@@ -8,7 +8,7 @@ import sys
 from trnlens.analysis import RULES
 from trnlens.analysis.batch import check_files
 from trnlens.analysis.discovery import python_files
-from trnlens.analysis.formats import FORMATS, render
+from trnlens.analysis.formats import FORMATS, render, statistics
 from trnlens.cli import exitcodes
 
 
@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="skip these codes or prefixes, comma-separated",
     )
     parser.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
+    parser.add_argument(
+        "--statistics", action="store_true", help="print the number of findings per rule"
+    )
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
     parser.set_defaults(func=run)
 
@@ -52,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
         return exitcodes.USAGE
     results = check_files(files, _codes(args.select), _codes(args.ignore), fix=args.fix)
     findings = [f for r in results for f in r.findings]
-    sys.stdout.write(render(findings, args.format, RULES))
+    if args.statistics:
+        sys.stdout.write(statistics(findings, args.format, RULES))
+    else:
+        sys.stdout.write(render(findings, args.format, RULES))
     fixed = sum(r.fixed for r in results)
     for r in results:
         if r.error:

@@ -12,7 +12,7 @@ from pathlib import Path
 from trnlens import project, warm
 from trnlens.cli import exitcodes
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
-from trnlens.store import Store
+from trnlens.store import Store, StoreError
 from trnlens.targets import config
 from trnlens.targets.ssh import TargetError
 
@@ -102,7 +102,13 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
         print(f"trnlens: {exc}", file=sys.stderr)
         return None, exitcodes.USAGE, None
     backend = args.backend or getattr(target, "backend", None) or "auto"
-    store = Store(root)
+    try:
+        store = Store(root)
+    except StoreError as exc:
+        print(f"trnlens: {exc}", file=sys.stderr)
+        return None, exitcodes.TARGET_UNUSABLE, None
+    if store.recovered:
+        print(f"trnlens: warning: {store.recovered}", file=sys.stderr)
     request = ProfileRequest(
         variants=variants, project_root=root, backend=backend, warmup=args.warmup,
         steps=args.steps, repeats=args.repeats, mode=args.mode, device=args.device,
@@ -127,6 +133,9 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
         if error.get("traceback") and error["kind"] != "usage":
             print(error["traceback"].rstrip(), file=sys.stderr)
         return None, KIND_EXIT.get(failure.kind, exitcodes.TARGET_UNUSABLE), None
+    except StoreError as exc:
+        print(f"trnlens: {exc}", file=sys.stderr)
+        return None, exitcodes.TARGET_UNUSABLE, None
     finally:
         store.close()  # the run is stored; nothing else writes
     return outcome, exitcodes.OK, store

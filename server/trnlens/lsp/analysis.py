@@ -31,9 +31,10 @@ from lsprotocol import types
 from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, fix_variants, fixable
 from trnlens.lsp import compiled, format
+from trnlens.lsp import measured as measured_findings
 from trnlens.lsp.diagnostics import SOURCE
 from trnlens.lsp.documents import ProfiledDocument
-from trnlens.lsp.measured import static_verdict
+from trnlens.lsp.run_findings import static_verdict
 from trnlens.lsp.runs import RequestRefused
 from trnlens.results import Result
 from trnlens.settings import LOCAL, Settings
@@ -47,11 +48,6 @@ DEBOUNCE_S = 0.15
 COMPARE = "trnlens.server.compare"
 CANCEL = "trnlens.server.cancel"
 _BREAKS = re.compile(r"\r\n|\r|\n")  # LSP's line breaks (not str.splitlines' many)
-_SEVERITY = {
-    "error": types.DiagnosticSeverity.Error,
-    "warning": types.DiagnosticSeverity.Warning,
-    "info": types.DiagnosticSeverity.Information,
-}
 
 
 # -- positions
@@ -153,7 +149,7 @@ class AnalysisService:
             analysed = cached
         else:
             analysed = self.current(doc, settings)
-        return [self.diagnostic(doc, analysed, finding) for finding in analysed.findings]
+        return [self.diagnostic(doc, analysed, f, settings) for f in analysed.findings]
 
     def _debounce(self, uri: str) -> bool:
         try:
@@ -184,19 +180,26 @@ class AnalysisService:
             handle.cancel()
 
     def diagnostic(
-        self, doc: ProfiledDocument, analysed: Analysed, finding: Finding
+        self,
+        doc: ProfiledDocument,
+        analysed: Analysed,
+        finding: Finding,
+        settings: Settings | None = None,
     ) -> types.Diagnostic:
-        message = finding.message
-        measured = measured_text(doc, finding)
-        if measured:
-            message += f"\n{measured}"
+        severity, text = finding.severity, None
+        found = measurement(doc, finding)
+        if found is not None:
+            text, share = found
+            settings = settings or self.server.config.settings_for(doc.root)
+            severity = measured_findings.severity(finding, share, settings.hotspot_threshold)
+        message = measured_findings.message(finding, text)
         verdict = compiled.static_verdict(doc, finding)  # a graph-break hint after a compiled run
         if verdict:
-            message += f"\n{verdict}"
+            message = f"{message.removesuffix(measured_findings.NOT_TIMED)}\n{verdict}"
         return types.Diagnostic(
             range=analysed.range(finding),
             message=message,
-            severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
+            severity=measured_findings.lsp_severity(severity),
             source=SOURCE,
             code=finding.code,
             data={"qualname": finding.qualname, "fixable": finding.fix is not None},
@@ -295,6 +298,12 @@ class AnalysisService:
 def measured_text(doc: ProfiledDocument, finding: Finding) -> str | None:
     """'measured: 6 dispatches, 41.2 µs CPU (ops) per step on lines 14–15 (rmsnorm_naive, just
     now)' from the placed run of the finding's function (else any run that measured them)."""
+    found = measurement(doc, finding)
+    return found[0] if found else None
+
+
+def measurement(doc: ProfiledDocument, finding: Finding) -> tuple[str, float] | None:
+    """``measured_text`` and the share of that run's line time the finding's lines took."""
     if not finding.lines:
         return None
     first, last = finding.lines[0] - 1, finding.lines[1] - 1
@@ -323,7 +332,10 @@ def measured_text(doc: ProfiledDocument, finding: Finding) -> str | None:
         if doc.is_stale(placement):
             text += " · stale: the function changed since"
         verdict = static_verdict(doc, finding.code, first, last, dispatches)
-        return f"{text} · {verdict}" if verdict else text
+        if verdict:
+            text += f" · {verdict}"
+        total = placement.line_total()
+        return text, (time_us / total if total > 0 else 0.0)
     return None
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from trnlens.analysis import Finding
-from trnlens.lsp import format
+from trnlens.lsp import format, markdown
 from trnlens.lsp.diagnostics import SOURCE, _line_range
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.results import Result
@@ -122,7 +122,8 @@ def hover_lines(result: Result) -> list[str]:
     data = info(result)
     if data is None:
         return []
-    rows = ["", "", "**torch.compile**: " + (lens_text(result) or "")]
+    # Everything below comes from a result.json, which someone else may have written: as text.
+    rows = ["", "", "**torch.compile**: " + markdown.text(lens_text(result) or "")]
     times = data.get("compile_time_us") or {}
     if times.get("tracing_us") is not None and times.get("backend_us") is not None:
         rows.append(
@@ -137,11 +138,11 @@ def hover_lines(result: Result) -> list[str]:
         if graph.get("phase") != "first_call":
             where += f" ({graph.get('phase')})"
         names = graph.get("op_names")
-        ops = f"{graph.get('ops')}" + (f": {', '.join(names)}" if names else "")
-        ops = ops.replace("|", "\\|")
-        rows.append(f"| {i} | `{where}` | {ops} |")
+        ops = f"{graph.get('ops')}" + (f": {', '.join(map(str, names))}" if names else "")
+        rows.append(f"| {i} | {markdown.code(where)} | {markdown.text(ops)} |")
     for r in data.get("recompiles") or []:
-        rows.append(f"\nrecompiled ({r.get('phase')}): {r.get('guard')}")
+        phase, guard = markdown.text(r.get("phase")), markdown.text(r.get("guard"))
+        rows.append(f"\nrecompiled ({phase}): {guard}")
     return rows
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from trnlens.lsp import compiled, format, measured
+from trnlens.lsp import compiled, format, markdown, run_findings
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
@@ -38,11 +38,11 @@ def _markdown(text: str) -> types.Hover:
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    return markdown.text(text)
 
 
 def _header(placement: Placement) -> list[str]:
-    device = placement.result.device_label
+    device = markdown.text(placement.result.device_label)
     return [f"| op | calls | CPU | {device} | shapes |", "|---|---:|---:|---:|---|"]
 
 
@@ -52,7 +52,7 @@ def _line_table(entry: dict, placement: Placement) -> str:
     total = placement.line_total()
     share = f"{100 * (entry.get('device_us') or 0) / total:.0f}% · " if total else ""
     rows = [
-        f"**line {entry['line']}** of `{result.qualname}`: {share}"
+        f"**line {entry['line']}** of {markdown.code(result.qualname)}: {share}"
         f"{format.duration(entry.get('device_us'))} {result.device_label} · "
         f"{format.duration(entry.get('cpu_us'))} CPU · "
         f"{format.count(entry.get('dispatches'), 'dispatch')} per step",
@@ -63,7 +63,8 @@ def _line_table(entry: dict, placement: Placement) -> str:
         op = ops.get(name, {})
         part = calls / op["calls"] if op.get("calls") else 0
         rows.append(
-            f"| `{_escape(name)}` | {calls:g} | {format.duration(op.get('self_cpu_us', 0) * part)}"
+            f"| {markdown.code(name)} | {calls:g}"
+            f" | {format.duration(op.get('self_cpu_us', 0) * part)}"
             f" | {format.duration(op.get('self_device_us', 0) * part)}"
             f" | {_escape(format.shapes(op.get('input_shapes'), limit=1))} |"
         )
@@ -75,12 +76,17 @@ def _line_table(entry: dict, placement: Placement) -> str:
 def _function_table(placement: Placement) -> str:
     result = placement.result
     if result.error:
-        return f"**{result.qualname}** failed: {_escape(str(result.error.get('message')))}"
+        message = _escape(str(result.error.get("message")))
+        return f"**{markdown.text(result.qualname)}** failed: {message}"
     ops = sorted(result.data.get("ops") or [], key=lambda op: -(op.get("self_device_us") or 0))
-    rows = [f"**{result.qualname}**: {format.headline(result)} per step", "", *_header(placement)]
+    rows = [
+        f"**{markdown.text(result.qualname)}**: {format.headline(result)} per step",
+        "",
+        *_header(placement),
+    ]
     for op in ops[:MAX_OPS]:
         rows.append(
-            f"| `{_escape(op['name'])}` | {op.get('calls', 0):g}"
+            f"| {markdown.code(op['name'])} | {op.get('calls', 0):g}"
             f" | {format.duration(op.get('self_cpu_us'))}"
             f" | {format.duration(op.get('self_device_us'))}"
             f" | {_escape(format.shapes(op.get('input_shapes')))} |"
@@ -96,18 +102,21 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
     lines = [
         "",
         "",
-        f"backend `{data.get('backend')}` · device `{data.get('device')}` · target "
-        f"`{data.get('target')}` · mode `{data.get('mode')}` · {format.age(data['created_at'])}",
-        *measured.hover_lines(data),
+        f"backend {markdown.code(data.get('backend'))} · device {markdown.code(data.get('device'))}"
+        f" · target {markdown.code(data.get('target'))} · mode {markdown.code(data.get('mode'))}"
+        f" · {format.age(data['created_at'])}",
+        *run_findings.hover_lines(data),
     ]
     if doc.is_stale(placement):
         lines.append("")
         lines.append("**stale**: the function's source changed since this run")
     trace = next((a for a in data.get("artifacts") or [] if a.get("kind") == "chrome_trace"), None)
     if trace and artifacts is not None:
-        path = artifacts / placement.result.run_id / trace["path"]
-        lines.append("")
-        lines.append(f"[chrome trace]({path.as_uri()}) (open in Perfetto or chrome://tracing)")
+        run_dir = (artifacts / placement.result.run_id).resolve()
+        path = (run_dir / str(trace.get("path"))).resolve()
+        if path.is_relative_to(run_dir):  # a planted result cannot link outside its run
+            lines.append("")
+            lines.append(f"[chrome trace]({path.as_uri()}) (open in Perfetto or chrome://tracing)")
     if artifacts is not None:
         lines.extend(_neuron_lines(artifacts / placement.result.run_id))
         lines.extend(["", report_link(doc, placement)])

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from lsprotocol import types
 
-from trnlens.lsp import compiled, format, measured
+from trnlens.lsp import compiled, format, run_findings
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.results import Result
 from trnlens.settings import LOCAL
@@ -75,7 +75,7 @@ def _title(
         compile_text = compiled.lens_text(result)  # compile time and graphs of a compiled run
         if compile_text:
             parts.append(compile_text)
-        parts.extend(filter(None, [measured.lens_label(result)]))  # Neuron: MFU 31%
+        parts.extend(filter(None, [run_findings.lens_label(result)]))  # Neuron: MFU 31%
         label = history(doc, result) if history is not None else None
         if label:
             parts.append(label)

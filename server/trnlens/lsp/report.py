@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from lsprotocol import types
 
+from trnlens.lsp import markdown
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.report import build
 
@@ -59,8 +60,8 @@ def _arguments(doc: ProfiledDocument, placement: Placement, show: bool = False) 
 def hover_link(doc: ProfiledDocument, placement: Placement) -> str:
     """A Markdown line: the report as a command link (VS Code runs it) and as a CLI command."""
     arguments = quote(json.dumps([_arguments(doc, placement, show=True)]))
-    run_id = placement.result.run_id
-    return f"[run report](command:{REPORT}?{arguments}) (`trnlens report {run_id}`)"
+    cli = markdown.code(f"trnlens report {placement.result.run_id}")
+    return f"[run report](command:{REPORT}?{arguments}) ({cli})"
 
 
 async def report(server: TrnlensServer, arg: dict[str, Any]) -> dict:

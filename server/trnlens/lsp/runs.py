@@ -10,6 +10,8 @@ and asks the client to refresh lenses, hints and diagnostics.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings, SettingsError, Target
+from trnlens.store import StoreError
 from trnlens.targets import config as targets_config
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
@@ -165,6 +168,8 @@ class Runs:
         await self.queue.close()
         for agent in self._agents.values():
             await agent.close()
+            if isinstance(agent.target, SshTarget):  # its shared ssh connection goes too
+                await asyncio.to_thread(agent.target.close_master)
         self._agents.clear()
 
     # -- running
@@ -193,7 +198,7 @@ class Runs:
         except asyncio.TimeoutError:
             limit = f"{settings.timeout_seconds:g} s"
             self._fail(job, f"timed out after {limit} (trnlens.timeoutSeconds)")
-        except (RequestRefused, SettingsError) as exc:
+        except (RequestRefused, SettingsError, StoreError) as exc:
             self._fail(job, str(exc))
         except AgentFailure as failure:
             if failure.kind == "cancelled":
@@ -239,7 +244,9 @@ class Runs:
 
     def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
         """A warm agent per target: torch is imported once, not once per run."""
-        key = (type(target).__name__, repr(target))  # every field: a changed setting, a new agent
+        # Every field (repr hides the secret ones): a changed setting, a new agent.
+        settings = {f.name: getattr(target, f.name) for f in dataclasses.fields(target) if f.init}
+        key = (type(target).__name__, json.dumps(settings, sort_keys=True, default=str))
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agents[key] = AgentProcess(target)

@@ -21,7 +21,16 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from trnlens import __version__, project
-from trnlens.lsp import actions, commands, compiled, diagnostics, hints, hovers, lenses, measured
+from trnlens.lsp import (
+    actions,
+    commands,
+    compiled,
+    diagnostics,
+    hints,
+    hovers,
+    lenses,
+    run_findings,
+)
 from trnlens.lsp import report as run_report
 from trnlens.lsp.analysis import AnalysisService
 from trnlens.lsp.config import Config
@@ -29,7 +38,7 @@ from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.runs import Runs, latest_profile
 from trnlens.lsp.watching import install as install_watching
 from trnlens.results import Result, SchemaMismatch
-from trnlens.store import Store
+from trnlens.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,7 +55,7 @@ class TrnlensServer(LanguageServer):
         self.diagnostics.register("profile.hotspots", diagnostics.hotspots)
         self.diagnostics.register("profile.failures", diagnostics.failures)
         self.diagnostics.register("profile.compile", compiled.diagnostics)
-        self.diagnostics.register("profile.measured", measured.provider)
+        self.diagnostics.register("profile.findings", run_findings.provider)
         self.analysis = AnalysisService(self)
         self.diagnostics.register("analysis", self.analysis.provider)
         self._stores: dict[Path, Store] = {}
@@ -89,7 +98,9 @@ class TrnlensServer(LanguageServer):
         if root not in self._stores:
             if not create and not (root / ".trnlens" / "runs.sqlite").exists():
                 return None
-            self._stores[root] = Store(root)
+            store = self._stores[root] = Store(root)  # StoreError: the caller says why
+            if store.recovered:
+                self.show(f"trnlens: {store.recovered}", types.MessageType.Warning)
         return self._stores[root]
 
     def unsaved_files(self, root: Path) -> dict[str, str]:
@@ -119,7 +130,11 @@ class TrnlensServer(LanguageServer):
 
     def _load_stored(self, doc: ProfiledDocument) -> None:
         """Reopening the editor shows the last run of each function, from the store."""
-        store = self.store(doc.root)
+        try:
+            store = self.store(doc.root)
+        except StoreError as exc:  # the document still opens, analysed, without stored runs
+            self.show(f"trnlens: {exc}", types.MessageType.Warning)
+            return
         analysis = doc.analysis()
         if store is None or analysis is None:
             return
@@ -289,7 +304,7 @@ def create_server() -> TrnlensServer:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None:
             return []
-        return actions.code_actions(ls, doc, params) + measured.code_actions(doc, params)
+        return actions.code_actions(ls, doc, params) + run_findings.code_actions(doc, params)
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     @_guard([])

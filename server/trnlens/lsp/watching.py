@@ -61,6 +61,7 @@ def file_hashes(text: str) -> dict[str, str]:
 def analysis_diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
     """Static analysis of a closed file (pure: runs in the watcher's thread)."""
     from trnlens.analysis import analyse_source
+    from trnlens.lsp.measured import lsp_severity
 
     found = []
     findings = analyse_source(
@@ -75,9 +76,7 @@ def analysis_diagnostics(doc: ProfiledDocument, settings: Settings) -> list[type
                     types.Position(r["end"]["line"], r["end"]["character"]),
                 ),
                 message=finding.message,
-                severity=types.DiagnosticSeverity.Error
-                if finding.severity == "error"
-                else types.DiagnosticSeverity.Warning,
+                severity=lsp_severity(finding.severity),
                 source="trnlens",
                 code=finding.code,
             )

@@ -14,7 +14,10 @@ straight into the store's staging directory.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+REDACTED = "***"
 
 
 @dataclass
@@ -22,3 +25,12 @@ class Staged:
     payload: dict  # the request as the agent sees it
     run_dir: str | None = None  # a per-run directory on the target, removed by discard()
     extras: dict = field(default_factory=dict)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret (a target's env values, ssh option values) replaced: messages
+    quote ssh's and the agent's stderr, which may echo them, and messages reach logs, results
+    and the editor."""
+    for secret in sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text

@@ -37,6 +37,13 @@ def cache_dir() -> Path:
     return Path(base) / "trnlens"
 
 
+def short_temp_dir() -> Path:
+    """The temporary directory for unix sockets: $TMPDIR when short, else /tmp (a socket path,
+    ours plus what ssh appends while it binds, must stay under 108 bytes)."""
+    base = tempfile.gettempdir()
+    return Path(base if len(base) <= 40 else "/tmp")
+
+
 def build(directory: Path | None = None) -> Path:
     """Returns the path of the bundle for the current sources, building it when missing."""
     directory = directory or cache_dir()

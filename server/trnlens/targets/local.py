@@ -17,7 +17,7 @@ from trnlens.targets.base import Staged
 class LocalTarget:
     name: str = "local"
     python: str | None = None  # the user's interpreter (with torch); default: this one
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
 
     def interpreter(self) -> str:
         python = self.python or sys.executable
@@ -38,6 +38,9 @@ class LocalTarget:
 
     def describe(self) -> str:
         return "local"
+
+    def secrets(self) -> list[str]:
+        return list(self.env.values())
 
     async def prepare(self) -> None:
         return None

@@ -22,14 +22,18 @@ import json
 import os
 import re
 import shlex
+import shutil
+import subprocess
 import tarfile
 import tempfile
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trnlens.targets import bundle
-from trnlens.targets.base import Staged
+from trnlens.targets.base import Staged, redact
+from trnlens.targets.bundle import short_temp_dir
 from trnlens.targets.sources import needed_files
 
 # $$ is the shell sshd started for this session (a session leader, so its PID is the process
@@ -38,14 +42,19 @@ LAUNCH = 'cd -- "$1" || exit 97; echo $$ > "$2"; shift 2; exec "$@"'
 KILL = (
     'p=$(cat -- "$1" 2>/dev/null) && [ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null; rm -f -- "$1"'
 )
+# Each answer is marked: a login that prints a banner (.bashrc, motd) puts lines before it.
 PREPARE = (
-    'mkdir -p -- "$1/agents" "$1/runs" && cd -- "$1" && pwd && '
+    'mkdir -p -- "$1/agents" "$1/runs" && cd -- "$1" && printf "TRNLENS-WORKDIR:%s\\n" "$(pwd)" && '
     '{ command -v -- "$2" >/dev/null || echo "NO-PYTHON"; } && '
     '{ [ -f "agents/$3" ] || echo "NO-BUNDLE"; }'
 )
 UPLOAD = 'cat > "$1.part.$$" && mv -f -- "$1.part.$$" "$1"'
 UNPACK = 'mkdir -p -- "$1/src" "$1/artifacts" && tar -xzf - -C "$1/src"'
-FETCH = 'cd -- "$1/artifacts" && tar -czf - .; status=$?; cd / && rm -rf -- "$1"; exit $status'
+FETCH = (
+    'cd -- "$1/artifacts" && printf "%s\\n" "$2" && tar -czf - .; status=$?; '
+    'cd / && rm -rf -- "$1"; exit $status'
+)
+ARCHIVE_MARK = b"TRNLENS-ARCHIVE-FOLLOWS"  # what a login banner printed ends before it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -62,7 +71,7 @@ def control_dir() -> Path:
     directory = bundle.cache_dir() / "ssh"
     if len(str(directory)) > 60:  # a unix socket path (+ 41 for %C) must stay under 108 bytes
         tag = hashlib.sha256(str(directory).encode()).hexdigest()[:8]
-        directory = Path(tempfile.gettempdir()) / f"trnlens-ssh-{os.getuid()}-{tag}"
+        directory = short_temp_dir() / f"trnlens-ssh-{os.getuid()}-{tag}"
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     if directory.stat().st_uid != os.getuid():
         raise TargetError(f"{directory} belongs to another user: refusing to keep sockets there")
@@ -70,15 +79,44 @@ def control_dir() -> Path:
     return directory
 
 
+def close_masters(directory: Path | None = None) -> int:
+    """Ends every shared connection whose socket is in the control directory, then removes the
+    directory when it is empty (each master removes its own socket as it leaves). Called when
+    the language server exits; a CLI run keeps its master for ControlPersist to serve the next
+    call. Returns how many masters were told to leave."""
+    directory = directory or control_dir()
+    told = 0
+    for socket_path in sorted(directory.glob("*")) if directory.is_dir() else []:
+        if not socket_path.is_socket():
+            continue
+        # With an explicit ControlPath (no %C to expand) ssh neither resolves nor contacts the
+        # host: the argument only fills the command line.
+        subprocess.run(
+            ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "trnlens-master"],
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=15, check=False,
+        )  # fmt: skip
+        told += 1
+    release_control_dir(directory)
+    return told
+
+
+def release_control_dir(directory: Path | None = None) -> None:
+    """Removes the control directory when no socket is left in it."""
+    try:
+        (directory or control_dir()).rmdir()
+    except OSError:
+        pass  # a master still listens there (or it is already gone)
+
+
 @dataclass
 class SshTarget:
     name: str
     host: str
-    ssh_args: list[str] = field(default_factory=list)
+    ssh_args: list[str] = field(default_factory=list, repr=False)  # may hold secrets
     python: str = "python3"
     workdir: str = ".cache/trnlens"  # relative to the remote home unless absolute
     backend: str = "auto"
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
     remote_root: str | None = None
     connect_timeout_s: int = 15
     _workdir_abs: str | None = field(default=None, init=False, repr=False)
@@ -93,6 +131,25 @@ class SshTarget:
 
     def describe(self) -> str:
         return f"{self.name} ({self.host})"
+
+    def secrets(self) -> list[str]:
+        """What never goes into a message: env values and every ``-o`` option's value."""
+        found = list(self.env.values())
+        args = self.ssh_args
+        for i, arg in enumerate(args):
+            option = None
+            if arg == "-o" and i + 1 < len(args):
+                option = args[i + 1]
+            elif arg.startswith("-o") and len(arg) > 2:
+                option = arg[2:]
+            if option:
+                name, sep, value = option.partition("=")
+                value = value if sep else name.partition(" ")[2]
+                found.append(value)
+                # and each `--flag=value` inside it (a ProxyCommand's --token=...), which a
+                # failing command may print on its own
+                found += [word.partition("=")[2] for word in value.split() if "=" in word]
+        return [value.strip() for value in found if value.strip()]
 
     # -- ssh plumbing
     def ssh(self, remote_argv: list[str]) -> list[str]:
@@ -140,6 +197,9 @@ class SshTarget:
 
     def explain(self, code: int, stderr: str, what: str = "the agent") -> str:
         """A sentence for a failed ssh command: what went wrong and what to do about it."""
+        return redact(self._explain(code, stderr, what), self.secrets())
+
+    def _explain(self, code: int, stderr: str, what: str) -> str:
         text = stderr.strip()
         last = text.splitlines()[-1] if text else f"exit code {code}"
         if (
@@ -169,7 +229,12 @@ class SshTarget:
             "preparing the work directory",
         )
         lines = out.decode("utf-8", "replace").splitlines()
-        self._workdir_abs = lines[0].strip()
+        marked = [line for line in lines if line.startswith("TRNLENS-WORKDIR:")]
+        if not marked:
+            raise TargetError(
+                f"{self.host} did not say where its work directory is: {out[-200:]!r}"
+            )
+        self._workdir_abs = marked[-1].removeprefix("TRNLENS-WORKDIR:")
         if "NO-PYTHON" in lines:
             raise TargetError(
                 f"{self.python!r} was not found on {self.host}: set `python` for target "
@@ -209,7 +274,7 @@ class SshTarget:
         agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
         out = await self.checked(["env", *self._assignments(), self.python, agent, "--probe"],
                                  "probing the host")  # fmt: skip
-        return json.loads(out)
+        return last_json(out)
 
     def _assignments(self) -> list[str]:
         return [f"{k}={v}" for k, v in self.env.items()]
@@ -285,8 +350,15 @@ class SshTarget:
 
     async def collect(self, staged: Staged, outcome: dict, store) -> None:
         # Fetch and remove in one round trip; discard() is then a no-op.
-        data = await self.checked(["sh", "-c", FETCH, "sh", staged.run_dir], "fetching artifacts")
+        data = await self.checked(
+            ["sh", "-c", FETCH, "sh", staged.run_dir, ARCHIVE_MARK.decode()], "fetching artifacts"
+        )
         staged.run_dir = None
+        _, mark, data = data.partition(ARCHIVE_MARK + b"\n")
+        if not mark:
+            raise TargetError(
+                "the artifacts arrived incomplete (no archive): run the profile again"
+            )
         _extract(data, Path(store.staging_dir()))
         local_root, remote_src = staged.extras["local_root"], staged.extras["remote_src"]
         runs = outcome["variants"] if "variants" in outcome else [outcome]
@@ -302,6 +374,16 @@ class SshTarget:
                 await self.run(["rm", "-rf", "--", staged.run_dir], timeout=60)
             except (asyncio.TimeoutError, OSError):
                 pass
+
+    def close_master(self) -> None:
+        """Ends this host's shared connection (the language server leaves)."""
+        command = ["ssh", *self.ssh_args, "-o", f"ControlPath={control_dir()}/%C",
+                   "-O", "exit", self.host]  # fmt: skip
+        try:
+            subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        release_control_dir()
 
 
 def _as_text(root: Path, files: list[Path], buffers: dict[Path, str]) -> dict[str, str] | None:
@@ -330,15 +412,49 @@ def _tar_gz(root: Path, files: list[Path], buffers: dict[Path, str]) -> bytes:
     return gzip.compress(raw.getvalue(), compresslevel=5)
 
 
+def last_json(out: bytes) -> dict:
+    """The last line of ``out`` that is a JSON object (a login banner may come first)."""
+    for line in reversed(out.decode("utf-8", "replace").splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    raise TargetError(f"the host's answer held no JSON: {out[-200:]!r}")
+
+
 def _extract(data: bytes, destination: Path) -> None:
-    """Unpacks a fetched artifact archive, refusing anything that would land outside it."""
+    """Unpacks a fetched artifact archive, refusing anything that would land outside it.
+
+    Into a private folder first, moved in only once the whole archive read: a download cut
+    short leaves no half-written files in the store."""
     destination = destination.resolve()
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        members = []
-        for member in archive.getmembers():
-            target = (destination / member.name).resolve()
-            if not target.is_relative_to(destination) or not (member.isfile() or member.isdir()):
-                raise TargetError(f"refusing artifact entry {member.name!r}")
-            members.append(member)
-        kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        archive.extractall(destination, members=members, **kwargs)
+    unpacked = Path(tempfile.mkdtemp(prefix=".fetch-", dir=destination))
+    try:
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+                members = []
+                for member in archive.getmembers():
+                    target = (unpacked / member.name).resolve()
+                    if not target.is_relative_to(unpacked) or not (
+                        member.isfile() or member.isdir()
+                    ):
+                        raise TargetError(f"refusing artifact entry {member.name!r}")
+                    members.append(member)
+                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                archive.extractall(unpacked, members=members, **kwargs)
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            raise TargetError(
+                f"the artifacts arrived incomplete ({exc}): the connection dropped while they "
+                "were fetched; run the profile again"
+            ) from None
+        for entry in unpacked.iterdir():
+            final = destination / entry.name
+            if final.is_dir() and entry.is_dir():  # a run's folder the agent already started
+                for child in entry.iterdir():
+                    os.replace(child, final / child.name)
+            else:
+                os.replace(entry, final)
+    finally:
+        shutil.rmtree(unpacked, ignore_errors=True)

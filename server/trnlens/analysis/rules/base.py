@@ -96,6 +96,10 @@ class Match:
     fix_message: str | None = None
     applicability: str = "safe"
     extra_nodes: list[ast.AST] = field(default_factory=list)  # more nodes the pattern spans
+    # None: "warning" with a safe fix, else "info" (see ``fixes.to_finding``); "hint" for a
+    # sync the code needs.
+    severity: str | None = None
+    claim: str | None = None  # what kind of finding, where a rule reports more than one
 
 
 class Rule(Protocol):

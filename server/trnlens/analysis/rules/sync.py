@@ -6,6 +6,12 @@ device every step. Creating tensors from host data, or moving a tensor that neve
 device, inside the loop pays a host-to-device copy per iteration. These findings have no
 automatic fix: the remedy (accumulate on the device, hoist out of the loop) changes the code's
 structure.
+
+A finding here is a hazard, not a measured cost: its severity is information (a hint for a sync
+the code needs, whose value decides a branch or a size) until a profile of the function measured
+it as costly (see ``lsp.measured``). Values visibly on the host, casts and guarded one-off work
+are not reported (``rules.placement``); docs/rules.md has the precision measured on two model
+libraries.
 """
 
 from __future__ import annotations
@@ -13,13 +19,24 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
-from trnlens.analysis.patterns import is_float32_dtype, is_module_ref, op_call
+from trnlens.analysis.patterns import dotted, is_module_ref, op_call
 from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.placement import (
+    SAME_PLACE,
+    device_target,
+    factory_device,
+    host_needs,
+    on_device,
+    on_host,
+)
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+# The claim of a sync whose value the host needs (reported as a hint, not a hazard).
+NEEDED = "needed"
 # Reductions whose result printed is a tensor (printing it syncs and copies it to the host).
 _TENSOR_METHODS = frozenset({"sum", "mean", "max", "min", "norm", "std", "var", "abs", "detach"})
 
@@ -30,21 +47,44 @@ class _InLoop:
     loop: ast.AST
     stored: frozenset[str]  # names the loop (re)assigns: not loop-invariant
 
+    def changes(self, root: str) -> bool:
+        """Can the loop body rebind or modify what ``root`` refers to? A store to the name, an
+        attribute or item store on it, a call that receives it, or a method called on it."""
+        if root in self.stored:
+            return True
+        return root in _changed(self.loop)
+
 
 def _in_loops(ctx: Context) -> Iterator[_InLoop]:
     """Every node inside a loop body (or a comprehension), with its innermost loop."""
 
-    def visit(node: ast.AST, loop: ast.AST | None, stored: frozenset[str]) -> Iterator[_InLoop]:
+    def visit(
+        node: ast.AST,
+        loop: ast.AST | None,
+        stored: frozenset[str],
+        outer: tuple[ast.AST, frozenset[str]] | None = None,
+    ) -> Iterator[_InLoop]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, _SCOPES):
+                continue
+            if _is_loop_header(child, node):
+                # The iterable is evaluated once per run of this loop: it belongs to the loop
+                # around it (if any), not to this one.
+                if outer is not None:
+                    yield _InLoop(child, outer[0], outer[1])
+                yield from visit(child, *(outer or (None, frozenset())), outer=None)
                 continue
             inner_loop, inner_stored = loop, stored
             if isinstance(child, _LOOPS + _COMPREHENSIONS):
                 inner_loop = child
                 inner_stored = stored | _stored(child)
-            if inner_loop is not None and not _is_loop_header(child, node):
+            if inner_loop is not None:
                 yield _InLoop(child, inner_loop, inner_stored)
-            yield from visit(child, inner_loop, inner_stored)
+            next_outer = (loop, stored) if loop is not None else None
+            if isinstance(child, _LOOPS + _COMPREHENSIONS):
+                yield from visit(child, inner_loop, inner_stored, outer=next_outer)
+            else:
+                yield from visit(child, inner_loop, inner_stored, outer=outer)
 
     for stmt in ctx.body:
         if isinstance(stmt, _SCOPES):
@@ -58,6 +98,49 @@ def _in_loops(ctx: Context) -> Iterator[_InLoop]:
 def _is_loop_header(child: ast.AST, parent: ast.AST) -> bool:
     """The iterable of a for loop runs once, not per iteration."""
     return isinstance(parent, ast.For | ast.AsyncFor) and child is parent.iter
+
+
+# Methods that read a tensor without changing anything it refers to.
+_READS = SAME_PLACE | {"to", "cuda", "cpu", "item", "size", "dim", "tolist", "numel", "type"}
+
+
+@lru_cache(maxsize=256)  # AST nodes hash by identity; one loop is asked about many times
+def _changed(loop: ast.AST) -> frozenset[str]:
+    found: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store):
+            found.update(_root_names(node))
+        elif isinstance(node, ast.Call) and not _reads_only(node.func):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Name | ast.Starred):
+                    found.update(_root_names(arg))
+            if isinstance(node.func, ast.Attribute):
+                found.update(_root_names(node.func.value))
+    return frozenset(found)
+
+
+def _reads_only(func: ast.expr) -> bool:
+    """A call that changes neither its receiver nor its arguments: a reading tensor method, or a
+    torch / math function that is not in place (``torch.cat(xs)``, not ``torch.add_(...)``)."""
+    if isinstance(func, ast.Attribute) and func.attr in _READS:
+        return True
+    name = dotted(func) or ""
+    head = name.split(".")[0]
+    return head in {"torch", "F", "math", "np", "numpy", "len", "range", "enumerate", "zip"} and (
+        not name.endswith("_")
+    )
+
+
+def _free_names(node: ast.AST, ctx: Context) -> list[str]:
+    """Names ``node`` reads, modules (torch, math, numpy) left out."""
+    modules = ctx.info.torch | ctx.info.functional | {"math", "np", "numpy"}
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in modules]
+
+
+def _root_names(node: ast.AST) -> list[str]:
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Starred):
+        node = node.value
+    return [node.id] if isinstance(node, ast.Name) else []
 
 
 def _stored(node: ast.AST) -> frozenset[str]:
@@ -89,11 +172,20 @@ class _SyncRule:
         if not ctx.info.imports_torch:
             return  # `.numpy()` on a TensorFlow or NumPy value is not a device sync
         for hit in _in_loops(ctx):
-            message = self.message(ctx, hit)
-            if message is not None:
-                yield Match(code=self.code, message=message, node=hit.node, ops=[hit.node])
+            said = self.message(ctx, hit)
+            if said is None:
+                continue
+            message, claim = said if isinstance(said, tuple) else (said, None)
+            yield Match(
+                code=self.code,
+                message=message,
+                node=hit.node,
+                ops=[hit.node],
+                severity="hint" if claim == NEEDED else "info",
+                claim=claim,
+            )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         raise NotImplementedError
 
 
@@ -106,9 +198,17 @@ class ItemInLoop(_SyncRule):
             frozenset({"item"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | None:
-        if _method(hit.node, {"item"}) is None:
-            return None
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+        call = _method(hit.node, {"item"})
+        if call is None or on_host(call.func.value, ctx):  # type: ignore[attr-defined]
+            return None  # `.item()` of a host tensor (`.cpu()`'s result...) is no device sync
+        if host_needs(call, ctx, hit.loop):
+            return (
+                "`.item()` in a loop waits for the device every iteration, and the code needs "
+                "the value on the host (it decides a branch, a slice or a size): a sync the code "
+                "needs; profile the function to see whether it costs enough to restructure",
+                NEEDED,
+            )
         return (
             "`.item()` in a loop waits for the device and copies to the host every iteration; "
             "accumulate on the device (e.g. `total += loss.detach()`) and call `.item()` once "
@@ -125,17 +225,42 @@ class CopyToHostInLoop(_SyncRule):
             frozenset({"cpu", "numpy", "tolist"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         call = _method(hit.node, {"cpu", "numpy", "tolist"})
         if call is None:
             return None
-        if isinstance(call.func.value, ast.Call) and _method(call.func.value, {"cpu"}):  # type: ignore[attr-defined]
-            return None  # `.cpu().numpy()`: reported once, on the `.cpu()`
+        if on_host(call.func.value, ctx):  # type: ignore[attr-defined]
+            return None  # `.cpu().permute(...).numpy()`: reported once, on the `.cpu()`
+        if _copies_each_element(call, hit):
+            return None
         name = call.func.attr  # type: ignore[attr-defined]
         return (
             f"`.{name}()` in a loop synchronises with the device and copies to the host every "
             "iteration; collect results on the device and copy once after the loop"
         )
+
+
+def _copies_each_element(call: ast.Call, hit: _InLoop) -> bool:
+    """``{k: v.cpu() for k, v in state.items()}``: a comprehension copying each of its own
+    elements to the host once. The copy is what it is for (a checkpoint, a backup), and distinct
+    tensors leave nothing to batch."""
+    if not isinstance(hit.loop, _COMPREHENSIONS):
+        return False
+    roots = _root_names(_strip_same_place(call.func.value))  # type: ignore[attr-defined]
+    targets = {
+        n.id for gen in hit.loop.generators for n in ast.walk(gen.target) if isinstance(n, ast.Name)
+    }
+    return bool(roots) and roots[0] in targets
+
+
+def _strip_same_place(node: ast.expr) -> ast.expr:
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SAME_PLACE
+    ):
+        node = node.func.value
+    return node
 
 
 class PrintTensorInLoop(_SyncRule):
@@ -184,15 +309,19 @@ class TensorFromHostInLoop(_SyncRule):
             frozenset({"tensor", "as_tensor", "from_numpy"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         call = op_call(hit.node, {"tensor", "as_tensor", "from_numpy"}, ctx.info)
         if call is None or call.is_method:
             return None
-        invariant = all(
-            not (isinstance(n, ast.Name) and n.id in hit.stored)
-            for arg in hit.node.args + [k.value for k in hit.node.keywords]  # type: ignore[attr-defined]
-            for n in ast.walk(arg)
-        )
+        node: ast.Call = hit.node  # type: ignore[assignment]
+        # Only a tensor made on the device, or moved there at once, is a copy per iteration:
+        # `torch.tensor(x)` alone stays on the host and `torch.from_numpy` copies nothing.
+        if factory_device(node, ctx) != "device" and not _moved_to_device(node, ctx):
+            return None
+        if _runs_once(node, ctx, hit):
+            return None
+        args = [*node.args, *(k.value for k in node.keywords)]
+        invariant = not any(hit.changes(n) for arg in args for n in _free_names(arg, ctx))
         if invariant:
             return (
                 f"`torch.{call.name}(...)` builds the same tensor from host data every iteration "
@@ -204,6 +333,43 @@ class TensorFromHostInLoop(_SyncRule):
         )
 
 
+def _moved_to_device(node: ast.expr, ctx: Context) -> bool:
+    """``node`` is moved to an accelerator straight away: ``torch.tensor(x).view(...).to(d)``."""
+    parent = ctx.parents.get(id(node))
+    while isinstance(parent, ast.Attribute):
+        call = ctx.parents.get(id(parent))
+        if not isinstance(call, ast.Call) or call.func is not parent:
+            return False
+        if device_target(call) is not None:
+            return True
+        if parent.attr not in SAME_PLACE and parent.attr != "to":
+            return False
+        parent = ctx.parents.get(id(call))
+    return False
+
+
+def _runs_once(node: ast.AST, ctx: Context, hit: _InLoop) -> bool:
+    """Inside ``if i == len(xs) - 1:`` (or ``== 0``) of a loop over ``enumerate``: once."""
+    parent = ctx.parents.get(id(node))
+    while parent is not None and parent is not hit.loop:
+        if isinstance(parent, ast.If | ast.IfExp) and isinstance(parent.test, ast.Compare):
+            test = parent.test
+            if len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+                sides = [test.left, *test.comparators]
+                if any(isinstance(x, ast.Name) and x.id in hit.stored for x in sides):
+                    if node in _walk_list(
+                        parent.body if isinstance(parent, ast.If) else parent.body
+                    ):
+                        return True
+        parent = ctx.parents.get(id(parent))
+    return False
+
+
+def _walk_list(body: list[ast.stmt] | ast.expr) -> list[ast.AST]:
+    roots = body if isinstance(body, list) else [body]
+    return [n for root in roots for n in ast.walk(root)]
+
+
 class InvariantToDeviceInLoop(_SyncRule):
     def __init__(self) -> None:
         super().__init__(
@@ -213,31 +379,44 @@ class InvariantToDeviceInLoop(_SyncRule):
             frozenset({"to", "cuda"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         node = hit.node
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        if not (isinstance(node, ast.Call) and device_target(node) is not None):
+            return None  # `.to(dtype)`, `.to(x.dtype)`, `.to(other)`: a cast, or may be one
+        receiver = node.func.value  # type: ignore[attr-defined]
+        source = _stored_source(receiver, ctx)
+        if source is None:
             return None
-        if node.func.attr not in {"to", "cuda"}:
-            return None
-        if node.func.attr == "to" and (
-            not node.args or is_float32_dtype(node.args[0]) or _is_dtype(node.args[0])
-        ):
-            return None  # a cast, not a transfer
-        receiver = node.func.value
-        names = [n.id for n in ast.walk(receiver) if isinstance(n, ast.Name)]
-        if not names or any(n in hit.stored for n in names):
-            return None  # the loop's own data: moving it is the point
-        if isinstance(receiver, ast.Name) and receiver.id in {"self", "model"}:
-            return None
+        roots = _free_names(source, ctx)
+        if not roots or any(hit.changes(n) for n in roots):
+            return None  # the loop's own data, or something the loop may change
+        if _root_names(source) and _root_names(source)[0] in {"self", "model", "cls"}:
+            return None  # module state: parameters and buffers move with the module
+        if on_device(source, ctx):
+            return None  # made on the device already: moving it again copies nothing
         return (
             f"`{ast.unparse(receiver)}` does not change in the loop but is moved to the device "
             "every iteration (a host-to-device copy each time); move it once before the loop"
         )
 
 
-def _is_dtype(node: ast.expr) -> bool:
-    text = ast.unparse(node)
-    return text.startswith(("torch.float", "torch.bfloat", "torch.int", "torch.bool", "dtype"))
+def _stored_source(receiver: ast.expr, ctx: Context) -> ast.expr | None:
+    """What ``receiver`` moves, when it is a stored value (a name, attribute or item) or host
+    data turned into a tensor (``torch.tensor(config)``), through methods that keep it where it
+    is (``.view(...)``, ``.float()``); None for anything a call makes fresh each time (a model
+    loaded, a module built, ``torch.zeros(...)``: nothing there to hoist as it is)."""
+    node = receiver
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr in {"tensor", "as_tensor", "from_numpy"} and is_module_ref(
+            node.func.value, ctx.info
+        ):
+            return node
+        if node.func.attr not in SAME_PLACE:
+            return None
+        node = node.func.value
+    if isinstance(node, ast.Name | ast.Attribute | ast.Subscript) and _root_names(node):
+        return node
+    return None
 
 
 SYNC_RULES = (
