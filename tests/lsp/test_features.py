@@ -62,13 +62,19 @@ def _no_jobs(uri: str, qualname: str) -> None:
 
 
 def test_no_lenses_in_files_without_torch():
-    assert lenses.code_lenses(_doc("def f():\n    pass\n"), "local", _no_jobs) == []
+    assert lenses.code_lenses(_doc("def f():\n    pass\n"), "local", "all") == []
 
 
 def test_neuron_lens_labels_device_time_by_backend():
     doc = _doc()
     doc.place(_result(time_basis="device", backend="neuron"))
-    (lens,) = lenses.code_lenses(doc, "local", _no_jobs)
+    (wire,) = lenses.code_lenses(doc, "local", "torch")
+    assert "command" not in wire  # figures: the title comes from codeLens/resolve
+    lens = lenses.resolve(
+        doc,
+        types.CodeLens(types.Range(types.Position(3, 0), types.Position(3, 0)), data=wire["data"]),
+        _no_jobs,
+    )
     assert lens.command.title.startswith("▶ Profile · 1.00 ms NEURON · 1.10 ms CPU · 3 dispatches")
 
 
