@@ -54,6 +54,13 @@ def extract(rev: str, into: Path) -> Path:
     return into / "server"
 
 
+def merge_base() -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
 def timed(command: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True)
@@ -67,10 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", default=None, help="git revision of the 'before' figure")
     args = parser.parse_args()
-    against = args.against or subprocess.run(
-        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    against = args.against or merge_base()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tree = tmp / "tree"

@@ -294,6 +294,8 @@ class Runner:
             "ops",
             "lines",
             "timing",
+            "profiled_timing",
+            "stability",
             "artifacts",
         ):
             result[key] = getattr(m, key)
