@@ -46,7 +46,7 @@ def copy_tree(root: Path) -> tuple[int, int]:
 
 def extract(rev: str, into: Path) -> Path:
     """trnlens's server/ at ``rev``, importable from ``into/server``."""
-    into.mkdir(parents=True)
+    into.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(
         ["git", "-C", str(REPO), "archive", rev, "server"], capture_output=True, check=True
     )

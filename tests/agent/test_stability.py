@@ -30,6 +30,8 @@ def test_an_inflating_profiler_says_which_figure_to_trust_and_why():
     assert "timing pass's median is the time to trust" in warning
     assert "OpenMP thread wake-ups between ops (2 threads)" in warning
     assert "--steps" in warning and "--repeats" in warning and "fewer threads" in warning
+    assert stability.is_stability_warning(warning)
+    assert not stability.is_stability_warning("import torch took 2.0 s (cold agent)")
 
 
 def test_a_wide_spread_names_the_pass_the_cause_and_the_remedy():
@@ -41,6 +43,7 @@ def test_a_wide_spread_names_the_pass_the_cause_and_the_remedy():
     wide = [w for w in warnings if "vary widely" in w]
     assert len(wide) == 1 and wide[0].startswith("the profiled steps' times vary widely")
     assert "a busy machine" in wide[0] and "too few steps" in wide[0]
+    assert stability.is_stability_warning(wide[0])
 
 
 def test_no_timing_pass_leaves_the_ratio_unknown():

@@ -132,3 +132,14 @@ def test_hover_tables_for_a_line_and_a_function_and_the_trace_link():
     assert [r.split("`")[1] for r in rows] == ["aten::sum", "aten::pow", "aten::bitwise_or"]
     assert "chrome trace" not in header  # no store, no link
     assert hovers.hover(doc, types.Position(1, 0), None) is None
+
+
+def test_hover_on_a_noisy_run_repeats_why_its_figures_are_not_stable():
+    doc = _doc()
+    run = _result()
+    warning = "the profiled steps took 2.8x the unprofiled ones (median 2.8 ms vs 1 ms): ..."
+    run.data["warnings"] = ["import torch took 2.0 s (cold agent)", warning]
+    run.data["stability"] = {"profiler_overhead": 2.8, "noisy": True}
+    doc.place(run)
+    text = hovers.hover(doc, types.Position(3, 4), None).contents.value
+    assert f"**not stable**: {warning}" in text and "import torch took" not in text

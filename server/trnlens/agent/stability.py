@@ -26,6 +26,11 @@ ADVICE = (
 )
 
 
+def is_stability_warning(text: str) -> bool:
+    """Whether a result's warning is one of :func:`assess`'s (the editor's hover repeats them)."""
+    return text.startswith("the profiled steps took ") or " times vary widely (" in text
+
+
 def summary(samples: list[float]) -> dict | None:
     """{median_us, min_us, max_us, steps} of step times in microseconds (None without any)."""
     if not samples:
