@@ -3,12 +3,13 @@
 Generates a 2,000-line model file (nn.Module classes, methods, functions) in a temporary project,
 starts ``trnlens serve`` over stdio with a real LSP client, profiles one function so that lenses,
 hints and hovers have figures to render, then times ``textDocument/codeLens``,
-``textDocument/inlayHint`` (whole file) and ``textDocument/hover`` (on random lines):
-first idle, then while a second, CPU-heavy profile runs in the agent; a lens with figures is
-resolved (``codeLens/resolve``) as an editor does for the lenses on screen (one per request: the
-profiled function's). Does all of this for trnlens as it was at ``--against REV`` (default: the
-merge base with main, extracted from git) and for this tree, in one run, and prints one table
-with p50/p95 per request, phase and version, the lens counts and the server's resident memory.
+``textDocument/inlayHint`` (whole file) and ``textDocument/hover`` (on random lines), answers
+kept as JSON as an editor's client keeps them: first idle, then while a second, CPU-heavy
+profile runs in the agent. A lens with figures is resolved (``codeLens/resolve``) as an editor
+does for the lenses on screen (one per request: the profiled function's). Does all of this for
+trnlens as it was at ``--against REV`` (default: the merge base with main, extracted from git)
+and for this tree, in one run, and prints one table with p50/p95 per request, phase and version,
+the lens counts and the server's resident memory.
 
     python bench/bench_lsp.py [--samples 200] [--lines 2000] [--against REV]
 """
@@ -23,9 +24,11 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from lsprotocol import types
+from pygls.protocol import JsonRPCProtocol
 from pytest_lsp.client import make_test_lsp_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -149,30 +152,41 @@ class Bench:
         while not self.ended(token):
             await asyncio.sleep(0.05)
 
+    async def raw(self, method: str, params: object) -> object:
+        """A request whose answer stays JSON, as an editor's client keeps it: pygls's client would
+        otherwise turn every lens into lsprotocol objects, a cost of this Python client that is
+        no part of the server's latency (and grows with the lens count)."""
+        protocol = self.client.protocol
+        msg_id = str(uuid.uuid4())
+        future = JsonRPCProtocol.send_request(protocol, method, params, msg_id=msg_id)
+        protocol._result_types.pop(msg_id, None)  # no response type: the result is not structured
+        return await asyncio.wrap_future(future)
+
     async def time_requests(self, samples: int) -> dict[str, list[float]]:
         doc = types.TextDocumentIdentifier(self.uri)
         whole = types.Range(types.Position(0, 0), types.Position(self.lines, 0))
         timings: dict[str, list[float]] = {"codeLens": [], "inlayHint": [], "hover": []}
+        structure = self.client.protocol._converter.structure
         rng = random.Random(0)
         for _ in range(samples):
             start = time.perf_counter()
-            found = await self.client.text_document_code_lens_async(types.CodeLensParams(doc))
-            unresolved = [lens for lens in found or [] if lens.command is None]
+            found = await self.raw("textDocument/codeLens", types.CodeLensParams(doc))
+            unresolved = [lens for lens in found or [] if not lens.get("command")]
             if unresolved:  # the editor resolves the lenses on screen: here the profiled one
-                await self.client.code_lens_resolve_async(unresolved[0])
+                await self.raw("codeLens/resolve", structure(unresolved[0], types.CodeLens))
             timings["codeLens"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            await self.client.text_document_inlay_hint_async(types.InlayHintParams(doc, whole))
+            await self.raw("textDocument/inlayHint", types.InlayHintParams(doc, whole))
             timings["inlayHint"].append(time.perf_counter() - start)
             position = types.Position(rng.randrange(self.lines), 8)
             start = time.perf_counter()
-            await self.client.text_document_hover_async(types.HoverParams(doc, position))
+            await self.raw("textDocument/hover", types.HoverParams(doc, position))
             timings["hover"].append(time.perf_counter() - start)
         return timings
 
     async def lens_count(self) -> int:
-        doc = types.TextDocumentIdentifier(self.uri)
-        return len(await self.client.text_document_code_lens_async(types.CodeLensParams(doc)))
+        params = types.CodeLensParams(types.TextDocumentIdentifier(self.uri))
+        return len(await self.raw("textDocument/codeLens", params))
 
     async def stop(self) -> None:
         await self.client.shutdown_session()
@@ -206,6 +220,29 @@ async def measure(text: str, samples: int, env: dict[str, str]) -> dict:
     return {"idle": idle, "busy": busy, "rss": rss, "lenses": lenses, "overlapped": overlapped}
 
 
+def in_process(text: str, samples: int) -> list[float]:
+    """This tree's codeLens handler and the answer's serialisation, in this process: the server's
+    own share of the round trip (the rest is the pipe, the event loops and the client)."""
+    import json
+
+    from trnlens.lsp.server import create_server
+
+    server = create_server()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.py"
+        path.write_text(text)
+        doc = server.open_document(path.as_uri(), text)
+        handler = server.protocol.fm.features[types.TEXT_DOCUMENT_CODE_LENS]
+        params = types.CodeLensParams(types.TextDocumentIdentifier(doc.uri))
+        unstructure = server.protocol._converter.unstructure
+        timings = []
+        for i in range(samples + 1):
+            start = time.perf_counter()
+            json.dumps(unstructure(types.CodeLensResponse(id=i, result=handler(params))))
+            timings.append(time.perf_counter() - start)
+    return timings[1:]  # the first builds the cache
+
+
 async def main(samples: int, lines: int, against: str) -> None:
     text = model_source(lines)
     with tempfile.TemporaryDirectory() as tmp:
@@ -232,6 +269,11 @@ async def main(samples: int, lines: int, against: str) -> None:
                 f"{name:<12} {label:<16} {b50:>10.2f} {b95:>10.2f} {a50:>9.2f} {a95:>9.2f} "
                 f"{a95 / b95:>16.2f}"
             )
+    own = in_process(text, samples)
+    print(
+        f"codeLens handler + serialisation in process (after, no run placed): p50 "
+        f"{statistics.median(own) * 1000:.2f} ms, p95 {percentile(own, 0.95) * 1000:.2f} ms"
+    )
     for version, found in (("before", before), ("after", after)):
         if not found["overlapped"]:
             print(f"({version}: the profile ended before the last busy sample: raise busy's loop)")
