@@ -2,10 +2,14 @@
 
 Three passes, each for one job (DESIGN.md):
 1. headline: ``torch.profiler`` with a schedule (warm-up excluded, the active steps' events kept
-   by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode;
-2. lines: the same steps under the line-attribution mode (eager code only);
+   by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode
+   and nothing the figures do not need: input shapes are recorded by the lines pass when there
+   is one (``record_shapes`` costs every op a shape copy inside the measured steps);
+2. lines: the same steps under the line-attribution mode (eager code only), input shapes too;
 3. timing: no profiler at all, synchronised, median of N with min and max: the profiler's per-op
    cost penalises unfused code, so speed-ups between variants come from here.
+Step times are medians over steps with min and max beside them, and ``stability`` judges them
+(spread, the profiled/unprofiled ratio) and says in the warnings when they mislead.
 Warm-up runs under exactly the contexts of the measured steps (grad mode, eval/train), or a
 recompilation would land inside the measured window.
 """
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
+from . import stability
 from .lines import make_line_mode
 
 
@@ -55,6 +60,8 @@ class Measurement:
     # finds each headline dispatch's source line (set only when every step dispatched alike).
     dispatch_sites: list | None = None
     timing: dict | None = None
+    profiled_timing: dict | None = None  # the profiled steps' wall times: median, min, max
+    stability: dict | None = None
     artifacts: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
 
@@ -97,16 +104,15 @@ class Measurer:
                 self._check()
                 self._one_step(step)
         self.progress("measuring", f"{s.steps} profiled steps")
-        events, wall = self._profiled(step, out_dir)
+        shapes_later = s.lines and not compiled  # the lines pass records them
+        events, wall = self._profiled(step, out_dir, record_shapes=not shapes_later)
         steps = max(len(ev.step_events(events)), 1)
-        m.wall_time_per_step_us = statistics.fmean(wall) if wall else 0.0
+        m.profiled_timing = stability.summary(wall)
+        m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
-        m.cpu_time_per_step_us = (
-            statistics.fmean(e.cpu_time_total for e in ev.step_events(events))
-            if ev.step_events(events)
-            else 0.0
-        )
+        step_cpu = [e.cpu_time_total for e in ev.step_events(events)]
+        m.cpu_time_per_step_us = statistics.median(step_cpu) if step_cpu else 0.0
         m.device_time_per_step_us = self._device_time(host_events) / steps
         m.ops = ev.op_table(
             events, self.backend.self_device_us, self.backend.device_total_us, steps
@@ -127,8 +133,12 @@ class Measurer:
         m.artifacts.extend(self.backend.artifacts(out_dir))
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
-            m.lines, host_peak, line_warnings, m.dispatch_sites = self._lines(step, project, events)
+            m.lines, host_peak, line_warnings, m.dispatch_sites, shapes = self._lines(
+                step, project, events
+            )
             m.warnings.extend(line_warnings)
+            for row in m.ops:
+                row["input_shapes"] = row["input_shapes"] or shapes.get(row["name"], [])
             if self.backend.time_basis == "cpu":
                 m.peak_memory_bytes = host_peak
         elif compiled:
@@ -142,6 +152,11 @@ class Measurer:
         if s.timing:
             self.progress("timing", f"up to {s.repeats} synchronised calls")
             m.timing = self._timing(step)
+        threads = self.torch.get_num_threads() if self.backend.time_basis == "cpu" else None
+        m.stability, notes = stability.assess(
+            m.profiled_timing, m.timing, busy=_busy(), threads=threads
+        )
+        m.warnings.extend(notes)
         m.steps_us = self.steps_us
         return m
 
@@ -150,7 +165,7 @@ class Measurer:
             return sum(e.cpu_time_total for e in ev.outermost_work(host_events))
         return sum(self.backend.self_device_us(e) for e in host_events if not ev.is_step(e))
 
-    def _profiled(self, step, out_dir: str):
+    def _profiled(self, step, out_dir: str, record_shapes: bool):
         torch = self.torch
         collected: dict[str, Any] = {"events": []}
         backend = self.backend
@@ -171,7 +186,7 @@ class Measurer:
                 activities=backend.activities(),
                 schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
                 on_trace_ready=ready,
-                record_shapes=True,
+                record_shapes=record_shapes,
                 **kwargs,
             ) as prof:
                 for index in range(steps + 1):
@@ -206,6 +221,7 @@ class Measurer:
                     schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
                     on_trace_ready=ready,
                     profile_memory=self.backend.time_basis == "cpu",
+                    record_shapes=True,  # for the op table: kept out of the headline pass
                 ) as prof:
                     for _ in range(steps + 1):
                         self._check()
@@ -236,7 +252,8 @@ class Measurer:
                 "the line-attribution mode and read higher than the headline figures"
             )
         first_step = _first_step_events(events)
-        return table, ev.peak_memory_from_events(first_step), warnings, dispatch_sites
+        shapes = ev.op_shapes(events)
+        return table, ev.peak_memory_from_events(first_step), warnings, dispatch_sites, shapes
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()
@@ -259,6 +276,13 @@ class Measurer:
             "max_us": max(samples),
             "repeats": len(samples),
         }
+
+
+def _busy() -> bool:
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:
+        return False
 
 
 def _per_step(count: int, steps: int):

@@ -317,6 +317,8 @@ class Runner:
             "kernel_launches_per_step",
             "lines",
             "timing",
+            "profiled_timing",
+            "stability",
             "artifacts",
         ):
             result[key] = getattr(m, key)
