@@ -96,6 +96,17 @@ def test_a_shadowing_local_is_still_a_use_but_strings_and_attributes_are_not():
     assert not uses_torch(tree.body[0], frozenset())
 
 
+def test_tensor_parameters_are_a_use_decorators_are_not():
+    names = frozenset({"torch", "Tensor"})
+    tree = ast.parse(
+        "def by_default(x=torch.ones(4)):\n    return x * 2\n"
+        "def annotated(x: Tensor, *, y: 'torch.Tensor' = None):\n    return x * 2\n"
+        "def returns(x) -> torch.Tensor:\n    return x\n"
+        "@torch.no_grad()\ndef decorated(x):\n    return x * 2\n"
+    )
+    assert [uses_torch(f, names) for f in tree.body] == [True, True, True, False]
+
+
 def test_directive_only_in_the_comment_run_right_above():
     lines = [
         "# trnlens: inputs=a",

@@ -2,10 +2,12 @@
 
 ``trnlens.lenses.placement`` = ``"torch"`` (the default): ``nn.Module`` classes, their
 ``forward``, functions and methods that use torch (a name bound by ``import torch`` /
-``from torch... import`` appears in their body) and anything with a ``# trnlens:`` directive
-above it. Dunder methods (``__init__``, ``__repr__``...) and ``extra_repr`` get none even when
-they build layers: profiling a constructor says nothing about the model's speed. ``"all"`` brings
-back a lens on every function, method and ``nn.Module`` class.
+``from torch... import`` appears in their body, their parameters' defaults or their annotations:
+``def f(x: torch.Tensor): return x * 2`` works on tensors too) and anything with a
+``# trnlens:`` directive above it. Dunder methods (``__init__``, ``__repr__``...) and
+``extra_repr`` get none even when they build layers: profiling a constructor says nothing about
+the model's speed. ``"all"`` brings back a lens on every function, method and ``nn.Module``
+class.
 
 A function already profiled (a placed run) or with a pending job keeps its lens whatever the
 setting says, so that its figures and its cancel button never vanish.
@@ -34,10 +36,16 @@ def torch_names(tree: ast.Module) -> frozenset[str]:
 
 
 def uses_torch(node: ast.AST, names: frozenset[str]) -> bool:
-    """Whether a name bound to torch is read anywhere in the definition (decorators aside)."""
+    """Whether a name bound to torch is read in the definition: its body, its parameters'
+    defaults and annotations, its return annotation (decorators aside)."""
     if not names:
         return False
-    body = node.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else [node]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        body = [*node.body, node.args]
+        if node.returns is not None:
+            body.append(node.returns)
+    else:
+        body = [node]
     for statement in body:
         for sub in ast.walk(statement):
             if isinstance(sub, ast.Name) and sub.id in names:
