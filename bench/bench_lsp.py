@@ -3,26 +3,36 @@
 Generates a 2,000-line model file (nn.Module classes, methods, functions) in a temporary project,
 starts ``trnlens serve`` over stdio with a real LSP client, profiles one function so that lenses,
 hints and hovers have figures to render, then times ``textDocument/codeLens``,
-``textDocument/inlayHint`` (whole file) and ``textDocument/hover`` (on random lines):
-first idle, then while a second, CPU-heavy profile runs in the agent. Prints one table with
-p50/p95 per request and phase, and the server's resident memory (VmRSS).
+``textDocument/inlayHint`` (whole file) and ``textDocument/hover`` (on random lines), answers
+kept as JSON as an editor's client keeps them: first idle, then while a second, CPU-heavy
+profile runs in the agent. A lens with figures is resolved (``codeLens/resolve``) as an editor
+does for the lenses on screen (one per request: the profiled function's). Does all of this for
+trnlens as it was at ``--against REV`` (default: the merge base with main, extracted from git)
+and for this tree, in one run, and prints one table with p50/p95 per request, phase and version,
+the lens counts and the server's resident memory.
 
-    python bench/bench_lsp.py [--samples 200] [--lines 2000]
+    python bench/bench_lsp.py [--samples 200] [--lines 2000] [--against REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from lsprotocol import types
+from pygls.protocol import JsonRPCProtocol
 from pytest_lsp.client import make_test_lsp_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_check import extract, merge_base  # noqa: E402
 
 HEADER = """import torch
 from torch import nn
@@ -94,8 +104,9 @@ def rss_mb(pid: int) -> float:
 
 
 class Bench:
-    def __init__(self, root: Path, text: str):
+    def __init__(self, root: Path, text: str, env: dict[str, str]):
         self.root = root
+        self.env = env
         self.text = text
         self.uri = (root / "model.py").as_uri()
         self.client = make_test_lsp_client()
@@ -103,7 +114,7 @@ class Bench:
 
     async def start(self) -> None:
         server = [sys.executable, "-m", "trnlens", "serve"]
-        await self.client.start_io(*server, cwd=str(self.root))
+        await self.client.start_io(*server, cwd=str(self.root), env=self.env)
         caps = types.ClientCapabilities(
             window=types.WindowClientCapabilities(work_done_progress=True)
         )
@@ -141,38 +152,58 @@ class Bench:
         while not self.ended(token):
             await asyncio.sleep(0.05)
 
+    async def raw(self, method: str, params: object) -> object:
+        """A request whose answer stays JSON, as an editor's client keeps it: pygls's client would
+        otherwise turn every lens into lsprotocol objects, a cost of this Python client that is
+        no part of the server's latency (and grows with the lens count)."""
+        protocol = self.client.protocol
+        msg_id = str(uuid.uuid4())
+        future = JsonRPCProtocol.send_request(protocol, method, params, msg_id=msg_id)
+        protocol._result_types.pop(msg_id, None)  # no response type: the result is not structured
+        return await asyncio.wrap_future(future)
+
     async def time_requests(self, samples: int) -> dict[str, list[float]]:
         doc = types.TextDocumentIdentifier(self.uri)
         whole = types.Range(types.Position(0, 0), types.Position(self.lines, 0))
         timings: dict[str, list[float]] = {"codeLens": [], "inlayHint": [], "hover": []}
+        structure = self.client.protocol._converter.structure
         rng = random.Random(0)
         for _ in range(samples):
             start = time.perf_counter()
-            await self.client.text_document_code_lens_async(types.CodeLensParams(doc))
+            found = await self.raw("textDocument/codeLens", types.CodeLensParams(doc))
+            listed = time.perf_counter()
+            unresolved = [lens for lens in found or [] if not lens.get("command")]
+            if unresolved:  # the editor resolves the lenses on screen: here the profiled one
+                await self.raw("codeLens/resolve", structure(unresolved[0], types.CodeLens))
+                timings.setdefault("(of which resolve)", []).append(time.perf_counter() - listed)
             timings["codeLens"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            await self.client.text_document_inlay_hint_async(types.InlayHintParams(doc, whole))
+            await self.raw("textDocument/inlayHint", types.InlayHintParams(doc, whole))
             timings["inlayHint"].append(time.perf_counter() - start)
             position = types.Position(rng.randrange(self.lines), 8)
             start = time.perf_counter()
-            await self.client.text_document_hover_async(types.HoverParams(doc, position))
+            await self.raw("textDocument/hover", types.HoverParams(doc, position))
             timings["hover"].append(time.perf_counter() - start)
         return timings
+
+    async def lens_count(self) -> int:
+        params = types.CodeLensParams(types.TextDocumentIdentifier(self.uri))
+        return len(await self.raw("textDocument/codeLens", params))
 
     async def stop(self) -> None:
         await self.client.shutdown_session()
         await self.client.stop()
 
 
-async def main(samples: int, lines: int) -> None:
+async def measure(text: str, samples: int, env: dict[str, str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "pyproject.toml").write_text('[project]\nname = "bench"\n')
-        text = model_source(lines)
         (root / "model.py").write_text(text)
-        bench = Bench(root, text)
+        bench = Bench(root, text, env)
         await bench.start()
         rss = {"started": rss_mb(bench.pid)}
+        lenses = await bench.lens_count()
         await bench.wait_end(await bench.profile("rmsnorm_naive"))  # figures to render
         rss["after a run"] = rss_mb(bench.pid)
 
@@ -188,22 +219,77 @@ async def main(samples: int, lines: int) -> None:
         rss["during a run"] = rss_mb(bench.pid)
         await bench.wait_end(token)
         await bench.stop()
+    return {"idle": idle, "busy": busy, "rss": rss, "lenses": lenses, "overlapped": overlapped}
 
-    print(f"trnlens language server, {text.count(chr(10))}-line model file, {samples} samples")
-    print(f"{'request':<12} {'phase':<16} {'p50 ms':>8} {'p95 ms':>8}")
-    for phase, timings in (("idle", idle), ("profile running", busy)):
-        for name, values in timings.items():
-            p50 = statistics.median(values) * 1000
-            p95 = percentile(values, 0.95) * 1000
-            print(f"{name:<12} {phase:<16} {p50:>8.2f} {p95:>8.2f}")
-    if not overlapped:
-        print("(the profile ended before the last busy sample: raise busy()'s loop count)")
-    print("server RSS: " + ", ".join(f"{k} {v:.0f} MB" for k, v in rss.items()))
+
+def in_process(text: str, samples: int) -> list[float]:
+    """This tree's codeLens handler and the answer's serialisation, in this process: the server's
+    own share of the round trip (the rest is the pipe, the event loops and the client)."""
+    import json
+
+    from trnlens.lsp.server import create_server
+
+    server = create_server()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.py"
+        path.write_text(text)
+        doc = server.open_document(path.as_uri(), text)
+        handler = server.protocol.fm.features[types.TEXT_DOCUMENT_CODE_LENS]
+        params = types.CodeLensParams(types.TextDocumentIdentifier(doc.uri))
+        unstructure = server.protocol._converter.unstructure
+        timings = []
+        for i in range(samples + 1):
+            start = time.perf_counter()
+            json.dumps(unstructure(types.CodeLensResponse(id=i, result=handler(params))))
+            timings.append(time.perf_counter() - start)
+    return timings[1:]  # the first builds the cache
+
+
+async def main(samples: int, lines: int, against: str) -> None:
+    text = model_source(lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        before_env = {**os.environ, "PYTHONPATH": str(extract(against, Path(tmp)))}
+        load = os.getloadavg()[0]
+        before = await measure(text, samples, before_env)
+        after = await measure(text, samples, dict(os.environ))
+        load = max(load, os.getloadavg()[0])
+    print(
+        f"trnlens language server, {text.count(chr(10))}-line model file, {samples} samples; "
+        f"before = {against[:10]}, after = this tree; load {load:.1f} on {os.cpu_count()} cores"
+    )
+    print(f"codeLens lenses: before {before['lenses']}, after {after['lenses']}")
+    print(
+        f"{'request':<12} {'phase':<16} {'before p50':>10} {'before p95':>10} "
+        f"{'after p50':>9} {'after p95':>9} {'p95 after/before':>16}"
+    )
+    for phase, label in (("idle", "idle"), ("busy", "profile running")):
+        for name in dict.fromkeys([*before[phase], *after[phase]]):
+            b, a = before[phase].get(name), after[phase].get(name)
+            cells = []
+            for values in (b, a):
+                for q in (0.5, 0.95):
+                    cells.append(f"{percentile(values, q) * 1000:.2f}" if values else "-")
+            ratio = f"{percentile(a, 0.95) / percentile(b, 0.95):.2f}" if a and b else "-"
+            print(
+                f"{name:<12} {label:<16} {cells[0]:>10} {cells[1]:>10} {cells[2]:>9} "
+                f"{cells[3]:>9} {ratio:>16}"
+            )
+    own = in_process(text, samples)
+    print(
+        f"codeLens handler + serialisation in process (after, no run placed): p50 "
+        f"{statistics.median(own) * 1000:.2f} ms, p95 {percentile(own, 0.95) * 1000:.2f} ms"
+    )
+    for version, found in (("before", before), ("after", after)):
+        if not found["overlapped"]:
+            print(f"({version}: the profile ended before the last busy sample: raise busy's loop)")
+        rss = ", ".join(f"{k} {v:.0f} MB" for k, v in found["rss"].items())
+        print(f"server RSS {version}: {rss}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--lines", type=int, default=2000)
+    parser.add_argument("--against", default=None, help="git revision of the 'before' figures")
     args = parser.parse_args()
-    asyncio.run(main(args.samples, args.lines))
+    asyncio.run(main(args.samples, args.lines, args.against or merge_base()))

@@ -43,10 +43,13 @@ DEFAULTS: dict[str, Any] = {
     "regressionThreshold": 0.1,
     "baselineRef": "",
     "watch.enabled": True,
+    "lenses.placement": "torch",
 }
 BACKENDS = ("auto", "cpu", "cuda", "neuron")
 MODES = ("auto", "inference", "training", "as-written")
 TARGET_KINDS = ("local", "ssh")
+# "torch": lenses on nn.Module classes, forward and functions using torch; "all": every function.
+LENS_PLACEMENTS = ("torch", "all")
 
 
 class SettingsError(ValueError):
@@ -91,6 +94,7 @@ class Settings:
     regression_threshold: float = 0.1  # slowdown (share) from which a change can be a regression
     baseline_ref: str = ""  # "" = the previous comparable run, else runs at this git ref
     watch_enabled: bool = True
+    lens_placement: str = "torch"
     origins: dict[str, str] = field(default_factory=dict)  # key -> the layer that set it
     refused: dict[str, str] = field(default_factory=dict)  # key or target -> why it was dropped
 
@@ -205,6 +209,7 @@ def resolve(layers: list[Layer], trusted: bool = True) -> Settings:
         regression_threshold=_non_negative(merged, "regressionThreshold", origins),
         baseline_ref=_check(merged, "baselineRef", str, origins).strip(),
         watch_enabled=_check(merged, "watch.enabled", bool, origins),
+        lens_placement=_choice(merged, "lenses.placement", LENS_PLACEMENTS, origins),
         origins=origins,
         refused=refused,
     )

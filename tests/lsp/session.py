@@ -96,11 +96,18 @@ class Editor:
         )
 
     async def lenses(self, uri: str) -> dict[str, types.CodeLens]:
-        """Lenses by qualname (each lens carries its function in its command's argument)."""
+        """Lenses by qualname (each lens carries its function in its command's argument).
+
+        As an editor does for the lenses on screen, a lens without a command (one with figures)
+        is completed with ``codeLens/resolve``."""
         found = await self.client.text_document_code_lens_async(
             types.CodeLensParams(types.TextDocumentIdentifier(uri))
         )
-        return {lens.command.arguments[0]["qualname"]: lens for lens in found or []}
+        resolved = [
+            lens if lens.command else await self.client.code_lens_resolve_async(lens)
+            for lens in found or []
+        ]
+        return {lens.command.arguments[0]["qualname"]: lens for lens in resolved}
 
     async def hints(self, uri: str, lines: int = 200) -> list[types.InlayHint]:
         found = await self.client.text_document_inlay_hint_async(

@@ -89,8 +89,8 @@ async def compare_lenses(ed, uri: str) -> dict[str, types.CodeLens]:
     return {
         lens.command.arguments[0]["qualname"]: lens
         for lens in found or []
-        if lens.command.command == "trnlens.server.compare"
-    }
+        if lens.command is not None and lens.command.command == "trnlens.server.compare"
+    }  # (a Profile lens with figures has no command until resolved: not a compare lens)
 
 
 async def test_diagnostics_quick_fix_noqa_and_ignore_without_any_run(tmp_path):

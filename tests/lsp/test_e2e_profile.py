@@ -25,10 +25,11 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
     async with editor(root) as ed:
         uri = ed.open()
         lenses = await ed.lenses(uri)
-        # Functions, methods and the nn.Module class; not the plain class, not nested helpers.
+        # Functions using torch or with a directive, the nn.Module class and its forward; not
+        # its __init__ (trnlens.lenses.placement "all" brings that back), not the plain class.
         assert set(lenses) == {
             "small_inputs", "rmsnorm_naive", "rmsnorm_fused", "broken", "sleepy",
-            "Block", "Block.__init__", "Block.forward",
+            "Block", "Block.forward",
         }  # fmt: skip
         assert lenses["rmsnorm_naive"].range.start.line == NAIVE_DEF
         assert lenses["rmsnorm_naive"].command.title == "▶ Profile"
@@ -40,10 +41,12 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
         assert isinstance(ed.progress(answer["token"])[0], types.WorkDoneProgressBegin)
         assert any(m and m.startswith("measuring") for m in phases), phases
 
-        # The lens: CPU run, so the labels say CPU and never "device".
+        # The lens: CPU run, so the labels say CPU and never "device"; on these tiny inputs the
+        # profiler may inflate the steps past 1.5x, and the lens then shows the unprofiled median.
         title = (await ed.lenses(uri))["rmsnorm_naive"].command.title
         assert re.fullmatch(
-            r"▶ Profile · [\d.]+ (µs|ms|s) CPU \(ops\) · [\d.]+ (µs|ms|s) CPU · 6 dispatches"
+            r"▶ Profile · ([\d.]+ (µs|ms|s) CPU \(ops\) · [\d.]+ (µs|ms|s) CPU"
+            r"|[\d.]+ (µs|ms|s) unprofiled \(profiler [\d.]+x\)) · 6 dispatches( · noisy)?"
             r" · just now",
             title,
         ), title

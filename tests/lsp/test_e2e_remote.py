@@ -29,7 +29,8 @@ async def test_lens_profiles_on_the_remote_host(tmp_path, test_host, remote_pyth
         end = await ed.wait_for_end(answer["token"])
         assert "6 dispatches" in end.message, end.message
         title = (await ed.lenses(uri))["rmsnorm_naive"].command.title
-        assert "6 dispatches" in title and "CPU" in title
+        # CPU labels, or the unprofiled median when the profiler inflated the tiny steps.
+        assert "6 dispatches" in title and ("CPU" in title or "unprofiled" in title)
     runs = list((root / ".trnlens" / "artifacts").iterdir())
     assert len(runs) == 1 and (runs[0] / "trace.json").exists()
     assert not list((tmp_path / "remote work" / "runs").iterdir())

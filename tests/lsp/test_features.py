@@ -62,13 +62,19 @@ def _no_jobs(uri: str, qualname: str) -> None:
 
 
 def test_no_lenses_in_files_without_torch():
-    assert lenses.code_lenses(_doc("def f():\n    pass\n"), "local", _no_jobs) == []
+    assert lenses.code_lenses(_doc("def f():\n    pass\n"), "local", "all") == []
 
 
 def test_neuron_lens_labels_device_time_by_backend():
     doc = _doc()
     doc.place(_result(time_basis="device", backend="neuron"))
-    (lens,) = lenses.code_lenses(doc, "local", _no_jobs)
+    (wire,) = lenses.code_lenses(doc, "local", "torch")
+    assert "command" not in wire  # figures: the title comes from codeLens/resolve
+    lens = lenses.resolve(
+        doc,
+        types.CodeLens(types.Range(types.Position(3, 0), types.Position(3, 0)), data=wire["data"]),
+        _no_jobs,
+    )
     assert lens.command.title.startswith("▶ Profile · 1.00 ms NEURON · 1.10 ms CPU · 3 dispatches")
 
 
@@ -126,3 +132,14 @@ def test_hover_tables_for_a_line_and_a_function_and_the_trace_link():
     assert [r.split("`")[1] for r in rows] == ["aten::sum", "aten::pow", "aten::bitwise_or"]
     assert "chrome trace" not in header  # no store, no link
     assert hovers.hover(doc, types.Position(1, 0), None) is None
+
+
+def test_hover_on_a_noisy_run_repeats_why_its_figures_are_not_stable():
+    doc = _doc()
+    run = _result()
+    warning = "the profiled steps took 2.8x the unprofiled ones (median 2.8 ms vs 1 ms): ..."
+    run.data["warnings"] = ["import torch took 2.0 s (cold agent)", warning]
+    run.data["stability"] = {"profiler_overhead": 2.8, "noisy": True}
+    doc.place(run)
+    text = hovers.hover(doc, types.Position(3, 4), None).contents.value
+    assert f"**not stable**: {warning}" in text and "import torch took" not in text

@@ -51,3 +51,16 @@ def test_shapes_are_short():
     shapes = [[[4, 512], [512]], [[4, 512], []], [[1]]]
     assert format.shapes(shapes) == "[4, 512], [512] · [4, 512] …"
     assert format.shapes(None) == ""
+
+
+def test_an_inflated_run_headlines_its_unprofiled_median_and_a_noisy_one_says_so():
+    data = _result("cpu", "cpu").data
+    data["timing"] = {"median_us": 38_600.0, "min_us": 38_000.0, "max_us": 39_000.0, "repeats": 20}
+    data["stability"] = {"profiler_overhead": 2.1, "noisy": True}
+    assert (
+        format.headline(Result(data)) == "38.6 ms unprofiled (profiler 2.1x) · 6 dispatches · noisy"
+    )
+    data["stability"] = {"profiler_overhead": 1.2, "noisy": True}
+    assert format.headline(Result(data)).endswith("· 6 dispatches · noisy")
+    data["stability"] = {"profiler_overhead": 1.2, "noisy": False}
+    assert "noisy" not in format.headline(Result(data))

@@ -49,7 +49,9 @@ def test_neovim_shows_lenses_runs_one_and_gets_diagnostics_and_hints(tmp_path):
     assert report["lenses_before"]["rmsnorm_naive"] == {"title": "▶ Profile", "line": naive_def}
     assert "Block.forward" in report["lenses_before"]
     after = report["lenses_after"]["rmsnorm_naive"]["title"]
-    assert after.startswith("▶ Profile · ") and "CPU (ops)" in after and "6 dispatches" in after
+    assert after.startswith("▶ Profile · ") and "6 dispatches" in after
+    # CPU labels, or the unprofiled median when the profiler inflated these tiny steps past 1.5x.
+    assert "CPU (ops)" in after or "unprofiled (profiler" in after
     kinds = [p["kind"] for p in report["progress"]]
     assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
 

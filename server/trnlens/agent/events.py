@@ -104,7 +104,6 @@ def op_table(events, self_device_us, device_total_us, steps: int, limit: int = 6
     the rows; they have a table of their own (``kernel_table``).
     """
     rows: dict[str, dict] = {}
-    shapes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for event in events:
         if is_bookkeeping(event) or not is_host(event):
             continue
@@ -124,17 +123,14 @@ def op_table(events, self_device_us, device_total_us, steps: int, limit: int = 6
         row["cpu_total_us"] += event.cpu_time_total
         row["self_device_us"] += self_device_us(event)
         row["device_total_us"] += device_total_us(event)
-        shape = getattr(event, "input_shapes", None)
-        if shape:
-            shapes[event.name][str(shape)] += 1
+    shapes = op_shapes(events)
     table = []
     for name, row in rows.items():
         per_step = {k: (v / steps if isinstance(v, float) else v) for k, v in row.items()}
         per_step["calls"] = row["calls"] / steps
         if per_step["calls"].is_integer():
             per_step["calls"] = int(per_step["calls"])
-        common = sorted(shapes[name].items(), key=lambda kv: -kv[1])[:3]
-        per_step["input_shapes"] = [_parse_shapes(text) for text, _ in common]
+        per_step["input_shapes"] = shapes.get(name, [])
         table.append(per_step)
     table.sort(key=lambda r: (-r["self_device_us"], -r["self_cpu_us"]))
     return table[:limit]
@@ -161,6 +157,19 @@ def kernel_table(events, steps: int, limit: int = 30) -> list[dict]:
         )
     table.sort(key=lambda r: -r["device_us"])
     return table[:limit]
+
+
+def op_shapes(events) -> dict[str, list]:
+    """Each op's three most common input shapes (events recorded with ``record_shapes``)."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for event in events:
+        shape = getattr(event, "input_shapes", None)
+        if shape and not is_bookkeeping(event):
+            counts[event.name][str(shape)] += 1
+    return {
+        name: [_parse_shapes(text) for text, _ in sorted(c.items(), key=lambda kv: -kv[1])[:3]]
+        for name, c in counts.items()
+    }
 
 
 def _parse_shapes(text: str):

@@ -2,10 +2,14 @@
 
 Three passes, each for one job (DESIGN.md):
 1. headline: ``torch.profiler`` with a schedule (warm-up excluded, the active steps' events kept
-   by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode;
-2. lines: the same steps under the line-attribution mode (eager code only);
+   by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode
+   and nothing the figures do not need: input shapes are recorded by the lines pass when there
+   is one (``record_shapes`` costs every op a shape copy inside the measured steps);
+2. lines: the same steps under the line-attribution mode (eager code only), input shapes too;
 3. timing: no profiler at all, synchronised, median of N with min and max: the profiler's per-op
    cost penalises unfused code, so speed-ups between variants come from here.
+Step times are medians over steps with min and max beside them, and ``stability`` judges them
+(spread, the profiled/unprofiled ratio) and says in the warnings when they mislead.
 Warm-up runs under exactly the contexts of the measured steps (grad mode, eval/train), or a
 recompilation would land inside the measured window.
 """
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
-from . import patterns
+from . import patterns, stability
 from .lines import make_line_mode
 
 
@@ -56,6 +60,8 @@ class Measurement:
     # finds each headline dispatch's source line (set only when every step dispatched alike).
     dispatch_sites: list | None = None
     timing: dict | None = None
+    profiled_timing: dict | None = None  # the profiled steps' wall times: median, min, max
+    stability: dict | None = None
     artifacts: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     findings: list = field(default_factory=list)  # patterns.py, over the headline events
@@ -73,6 +79,7 @@ class Measurer:
         self.steps_us = 0.0
         self.torch_found: list = []  # torch's pattern matcher's hits, taken in on_trace_ready
         self.pattern_warnings: list[str] = []
+        self.lines_pass: tuple | None = None  # (events, sites): shapes recorded, times inflated
 
     def _check(self) -> None:
         if self.cancelled():
@@ -102,16 +109,15 @@ class Measurer:
                 self._check()
                 self._one_step(step)
         self.progress("measuring", f"{s.steps} profiled steps")
-        events, wall = self._profiled(step, out_dir)
+        shapes_later = s.lines and not compiled  # the lines pass records them
+        events, wall = self._profiled(step, out_dir, record_shapes=not shapes_later)
         steps = max(len(ev.step_events(events)), 1)
-        m.wall_time_per_step_us = statistics.fmean(wall) if wall else 0.0
+        m.profiled_timing = stability.summary(wall)
+        m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
-        m.cpu_time_per_step_us = (
-            statistics.fmean(e.cpu_time_total for e in ev.step_events(events))
-            if ev.step_events(events)
-            else 0.0
-        )
+        step_cpu = [e.cpu_time_total for e in ev.step_events(events)]
+        m.cpu_time_per_step_us = statistics.median(step_cpu) if step_cpu else 0.0
         m.device_time_per_step_us = self._device_time(host_events) / steps
         m.ops = ev.op_table(
             events, self.backend.self_device_us, self.backend.device_total_us, steps
@@ -133,9 +139,13 @@ class Measurer:
         sites: dict = {}
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
-            m.lines, host_peak, line_warnings, m.dispatch_sites = self._lines(step, project, events)
+            m.lines, host_peak, line_warnings, m.dispatch_sites, shapes = self._lines(
+                step, project, events
+            )
             sites = _sites_by_root(host_events, m.dispatch_sites)
             m.warnings.extend(line_warnings)
+            for row in m.ops:
+                row["input_shapes"] = row["input_shapes"] or shapes.get(row["name"], [])
             if self.backend.time_basis == "cpu":
                 m.peak_memory_bytes = host_peak
         elif compiled:
@@ -150,6 +160,11 @@ class Measurer:
         if s.timing:
             self.progress("timing", f"up to {s.repeats} synchronised calls")
             m.timing = self._timing(step)
+        threads = self.torch.get_num_threads() if self.backend.time_basis == "cpu" else None
+        m.stability, notes = stability.assess(
+            m.profiled_timing, m.timing, busy=_busy(), threads=threads
+        )
+        m.warnings.extend(notes)
         m.steps_us = self.steps_us
         return m
 
@@ -159,16 +174,31 @@ class Measurer:
         else:
             time_us, step_us = self.backend.device_total_us, m.device_time_per_step_us
         m.warnings.extend(self.pattern_warnings)
-        return patterns.check(
-            host_events, sites, time_us, step_us, self.torch_found, eager=not compiled
+        if self.lines_pass is None:  # shapes in the headline (no lines pass): all from there
+            return patterns.check(
+                host_events, sites, time_us, step_us, self.torch_found, eager=not compiled
+            )
+        # The headline pass records no shapes (issue 14: they cost every op a copy): the pattern
+        # checks read the lines pass (shapes, exact lines; times inflated by its mode, shares
+        # against its own steps), the launch check the headline's timing.
+        events, line_sites = self.lines_pass
+        line_steps = ev.step_events(events)
+        lines_step_us = step_us
+        if self.backend.time_basis == "cpu" and line_steps:
+            lines_step_us = statistics.fmean(e.cpu_time_total for e in line_steps)
+        found, _ = patterns.check(
+            events, line_sites, time_us, lines_step_us, self.torch_found, eager=False
         )
+        launch_found, launch = patterns.check(host_events, sites, time_us, step_us, [],
+                                              eager=not compiled, patterns=False)  # fmt: skip
+        return sorted(found + launch_found, key=lambda f: -f["share"]), launch
 
     def _device_time(self, host_events) -> float:
         if self.backend.time_basis == "cpu":
             return sum(e.cpu_time_total for e in ev.outermost_work(host_events))
         return sum(self.backend.self_device_us(e) for e in host_events if not ev.is_step(e))
 
-    def _profiled(self, step, out_dir: str):
+    def _profiled(self, step, out_dir: str, record_shapes: bool):
         torch = self.torch
         collected: dict[str, Any] = {"events": []}
         backend = self.backend
@@ -177,8 +207,9 @@ class Measurer:
         def ready(prof):
             backend.on_trace_ready(prof)
             collected["events"] = list(prof.events())
-            self.torch_found, warnings = patterns.torch_matches(prof, torch, backend.name)
-            self.pattern_warnings = warnings
+            if record_shapes:  # else the lines pass, which records shapes, runs the matcher
+                self.torch_found, warnings = patterns.torch_matches(prof, torch, backend.name)
+                self.pattern_warnings = warnings
             if trace:
                 self.progress("exporting", "chrome trace")
                 prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))
@@ -191,7 +222,7 @@ class Measurer:
                 activities=backend.activities(),
                 schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
                 on_trace_ready=ready,
-                record_shapes=True,
+                record_shapes=record_shapes,
                 **kwargs,
             ) as prof:
                 for index in range(steps + 1):
@@ -217,6 +248,10 @@ class Measurer:
 
         def ready(prof):
             collected["events"] = list(prof.events())
+            # This pass records shapes (the headline does not): the shape patterns read it.
+            self.torch_found, self.pattern_warnings = patterns.torch_matches(
+                prof, torch, self.backend.name
+            )
 
         with self.context():
             with mode:
@@ -226,6 +261,7 @@ class Measurer:
                     schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
                     on_trace_ready=ready,
                     profile_memory=self.backend.time_basis == "cpu",
+                    record_shapes=True,  # for the op table: kept out of the headline pass
                 ) as prof:
                     for _ in range(steps + 1):
                         self._check()
@@ -255,8 +291,11 @@ class Measurer:
                 "the dispatches differ from step to step: per-line times were measured under "
                 "the line-attribution mode and read higher than the headline figures"
             )
+        line_sites = {id(r): ev.site_of(r, mode.labels) for roots in attributed for r in roots}
+        self.lines_pass = (events, line_sites)
         first_step = _first_step_events(events)
-        return table, ev.peak_memory_from_events(first_step), warnings, dispatch_sites
+        shapes = ev.op_shapes(events)
+        return table, ev.peak_memory_from_events(first_step), warnings, dispatch_sites, shapes
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()
@@ -279,6 +318,13 @@ class Measurer:
             "max_us": max(samples),
             "repeats": len(samples),
         }
+
+
+def _busy() -> bool:
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:
+        return False
 
 
 def _per_step(count: int, steps: int):

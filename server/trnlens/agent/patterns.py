@@ -372,15 +372,17 @@ class Checker:
         ]
 
 
-def check(events, sites, time_us, step_us, torch_found, *, eager: bool):
-    """All findings (sorted by measured share, largest first) and the launch figures."""
+def check(events, sites, time_us, step_us, torch_found, *, eager: bool, patterns: bool = True):
+    """All findings (sorted by measured share, largest first) and the launch figures (eager
+    code); ``patterns=False``: the launch check alone."""
     checker = Checker(events, sites, time_us, step_us)
     found = []
-    found += checker.optimizer_single_tensor()
-    found += checker.grad_not_set_to_none()
-    found += checker.conv_bias_before_batchnorm()
-    found += checker.sync_data_loader()
-    found += checker.from_torch(torch_found)
+    if patterns:
+        found += checker.optimizer_single_tensor()
+        found += checker.grad_not_set_to_none()
+        found += checker.conv_bias_before_batchnorm()
+        found += checker.sync_data_loader()
+        found += checker.from_torch(torch_found)
     launch = checker.launch() if eager else None
     found += checker.launch_finding(launch)
     found.sort(key=lambda f: -f["share"])

@@ -338,6 +338,8 @@ class Runner:
             "kernel_launches_per_step",
             "lines",
             "timing",
+            "profiled_timing",
+            "stability",
             "artifacts",
             "findings",
             "launch",

@@ -6,16 +6,21 @@ interrupted ``--fix`` leaves each file either as it was or fully fixed.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from trnlens.analysis.engine import analyse_source
 from trnlens.analysis.fixes import apply_edits
 from trnlens.analysis.model import Finding
 from trnlens.analysis.source import decode
+
+if TYPE_CHECKING:  # cache imports this module (write_atomic): no import cycle at run time
+    from trnlens.analysis.cache import CheckCache
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 16
@@ -82,12 +87,21 @@ def write_atomic(path: str, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        if os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def default_jobs() -> int:
+    """Every core this process may run on (its affinity, where the OS says)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
 
 
 def check_files(
@@ -96,14 +110,56 @@ def check_files(
     ignore: Sequence[str] | None = None,
     fix: bool = False,
     workers: int | None = None,
+    cache: CheckCache | None = None,
 ) -> list[FileResult]:
-    """``check_file`` over ``paths``, in input order; a process pool for many files."""
-    workers = workers or min(os.cpu_count() or 1, 8)
+    """``check_file`` over ``paths``, in input order, on ``workers`` processes (default: every
+    core) when there are enough files. With ``cache`` (never with ``fix``: fixing rewrites
+    files), files whose bytes were analysed before are answered from it."""
+    workers = workers or default_jobs()
+    results: dict[int, FileResult] = {}
+    digests: dict[int, str] = {}
+    if cache is not None and not fix:
+        # Threads: reading and hashing release the GIL, and a warm run is mostly this.
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for i, digest in enumerate(pool.map(_digest, paths)):
+                if digest is None:
+                    continue  # unreadable: analysed below, which reports the error
+                digests[i] = digest
+                found = cache.get(paths[i], digest)
+                if found is not None:
+                    results[i] = FileResult(paths[i], found)
+    todo = [i for i in range(len(paths)) if i not in results]
+    done = _run([paths[i] for i in todo], select, ignore, fix, workers)
+    for i, result in zip(todo, done, strict=True):
+        results[i] = result
+        if i in digests and result.error is None:
+            cache.put(paths[i], digests[i], result.findings)  # type: ignore[union-attr]
+    if cache is not None:
+        cache.save()
+    return [results[i] for i in range(len(paths))]
+
+
+def _digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _run(
+    paths: Sequence[str],
+    select: Sequence[str] | None,
+    ignore: Sequence[str] | None,
+    fix: bool,
+    workers: int,
+) -> list[FileResult]:
     if len(paths) < PARALLEL_THRESHOLD or workers < 2:
         return [check_file(p, select, ignore, fix) for p in paths]
     n = len(paths)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        chunk = max(1, n // (workers * 4))
+        # Small chunks: model files differ in size by 100x, so big ones would leave a core idle.
+        chunk = max(1, n // (workers * 8))
         return list(
             pool.map(check_file, paths, [select] * n, [ignore] * n, [fix] * n, chunksize=chunk)
         )

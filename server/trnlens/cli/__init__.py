@@ -27,7 +27,9 @@ SUBCOMMANDS = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that subcommand's (each subcommand module imports what it
+    runs: a cached ``trnlens check`` must not pay for importing the profiler's client)."""
     parser = argparse.ArgumentParser(
         prog="trnlens",
         description="Profile PyTorch functions on Trainium, CUDA or the CPU.",
@@ -35,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trnlens {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(f"trnlens.cli.{name}")
         except ModuleNotFoundError as exc:  # a subcommand still being built must not break the rest
@@ -46,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = argv[0] if argv else None
+    parser = build_parser(first if first in SUBCOMMANDS else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

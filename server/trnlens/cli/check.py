@@ -7,6 +7,7 @@ import sys
 
 from trnlens.analysis import RULES
 from trnlens.analysis.batch import check_files
+from trnlens.analysis.cache import CheckCache
 from trnlens.analysis.discovery import python_files
 from trnlens.analysis.formats import FORMATS, render, statistics
 from trnlens.cli import exitcodes
@@ -38,7 +39,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--statistics", action="store_true", help="print the number of findings per rule"
     )
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    parser.add_argument(
+        "--jobs",
+        "-j",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="analyse on N processes (default: every core)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="analyse every file again (the cache, in the user's cache directory, is keyed by "
+        "each file's content, trnlens's version and the selected rules)",
+    )
     parser.set_defaults(func=run)
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {value!r}")
+    return number
 
 
 def _codes(values: list[str] | None) -> list[str] | None:
@@ -53,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"trnlens check: no such file or directory: {exc.args[0]}", file=sys.stderr)
         return exitcodes.USAGE
-    results = check_files(files, _codes(args.select), _codes(args.ignore), fix=args.fix)
+    select, ignore = _codes(args.select), _codes(args.ignore)
+    cache = None if args.no_cache or args.fix else CheckCache(files, select, ignore)
+    results = check_files(files, select, ignore, fix=args.fix, workers=args.jobs, cache=cache)
     findings = [f for r in results for f in r.findings]
     if args.statistics:
         sys.stdout.write(statistics(findings, args.format, RULES))

@@ -87,6 +87,13 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
     if data.get("peak_memory_bytes") is not None:
         figures.append(f"peak +{fmt_bytes(data['peak_memory_bytes'])}")
     out.append("  " + "  ·  ".join(figures))
+    profiled = data.get("profiled_timing")
+    if profiled:
+        out.append(
+            f"  profiled steps: median {fmt_time(profiled['median_us'])} "
+            f"(min {fmt_time(profiled['min_us'])}, max {fmt_time(profiled['max_us'])}) "
+            f"over {profiled['steps']} steps"
+        )
     timing = data.get("timing")
     if timing:
         out.append(
@@ -94,6 +101,8 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
             f"(min {fmt_time(timing['min_us'])}, max {fmt_time(timing['max_us'])}) "
             f"over {timing['repeats']} calls"
         )
+    if (data.get("stability") or {}).get("noisy"):
+        out.append("  these figures are NOT stable: see the warnings below for why and what to do")
     out.append(f"  {data['warmup']} warm-up steps, {data['steps']} profiled steps")
     out.append("")
     out.append("Ops (per step)")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trnlens.agent import sources
 from trnlens.lsp.anchors import Change, LineAnchors, diff_map
+from trnlens.lsp.placement import has_directive, torch_names, uses_torch
 from trnlens.results import Result
 
 _IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch[ \t.])", re.MULTILINE)
@@ -31,6 +32,8 @@ class Symbol:
     start_line: int
     end_line: int
     def_column: int
+    # Uses torch or carries a ``# trnlens:`` directive: gets a lens by default (see placement).
+    suggested: bool = True
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Analysis:
     symbols: dict[str, Symbol]
     imports_torch: bool
     anchors: LineAnchors  # def lines of the parsed version -> now
+    modules: set[str] = field(default_factory=set)  # qualnames of the nn.Module classes
     _hashes: dict[str, str] = field(default_factory=dict)
 
     def def_line_now(self, symbol: Symbol) -> int | None:
@@ -73,6 +77,8 @@ def analyse(text: str) -> Analysis:
     tree = sources.parse(text)
     found: dict[str, Symbol] = {}
     modules = _module_classes(tree)
+    bound = torch_names(tree)
+    lines = text.splitlines()
     for qualname, node, in_class in sources.iter_definitions(tree):
         if isinstance(node, ast.ClassDef):
             if qualname not in modules:
@@ -81,12 +87,13 @@ def analyse(text: str) -> Analysis:
         else:
             kind = "method" if in_class else "function"
         start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        suggested = has_directive(lines, start - 1) or uses_torch(node, bound)
         found[qualname] = Symbol(
             qualname, kind, node.lineno - 1, start - 1, (node.end_lineno or node.lineno) - 1,
-            node.col_offset,
+            node.col_offset, suggested,
         )  # fmt: skip
     anchors = LineAnchors(s.def_line for s in found.values())
-    return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors)
+    return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors, modules)
 
 
 def _module_classes(tree: ast.Module) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from trnlens.agent import stability
 from trnlens.results import Result
 from trnlens.units import duration  # noqa: F401 - the editor and the CLI share one formatter
 
@@ -33,14 +34,26 @@ def age(created_at: str, now: dt.datetime | None = None) -> str:
 
 
 def headline(result: Result) -> str:
-    """'1.84 ms NEURON · 0.31 ms CPU · 6 dispatches'; a CPU run says 'CPU (ops)', never device."""
+    """'1.84 ms NEURON · 0.31 ms CPU · 6 dispatches'; a CPU run says 'CPU (ops)', never device.
+
+    When the profiler inflated the steps (profiled median over unprofiled above the agent's
+    limit) the time figure is the unprofiled median instead: '38.6 ms unprofiled (profiler
+    2.1x) · 6 dispatches'; 'noisy' follows when the steps' spread was wide (see the warnings)."""
     data = result.data
-    parts = [
-        f"{duration(data.get('device_time_per_step_us'))} {result.device_label}",
-        f"{duration(data.get('cpu_time_per_step_us'))} CPU",
-    ]
+    found = data.get("stability") or {}
+    overhead = found.get("profiler_overhead")
+    timing = data.get("timing") or {}
+    if overhead and overhead > stability.OVERHEAD_LIMIT and timing.get("median_us"):
+        parts = [f"{duration(timing['median_us'])} unprofiled (profiler {overhead:.1f}x)"]
+    else:
+        parts = [
+            f"{duration(data.get('device_time_per_step_us'))} {result.device_label}",
+            f"{duration(data.get('cpu_time_per_step_us'))} CPU",
+        ]
     if data.get("dispatches_per_step") is not None:
         parts.append(count(data["dispatches_per_step"], "dispatch"))
+    if found.get("noisy"):
+        parts.append("noisy")
     return " · ".join(parts)
 
 

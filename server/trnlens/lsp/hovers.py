@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from trnlens.agent import stability
 from trnlens.lsp import compiled, format, markdown, run_findings
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
@@ -110,6 +111,9 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
     if doc.is_stale(placement):
         lines.append("")
         lines.append("**stale**: the function's source changed since this run")
+    if (data.get("stability") or {}).get("noisy"):  # the warnings say why and what to do
+        unstable = [w for w in data.get("warnings") or [] if stability.is_stability_warning(w)]
+        lines.extend(["", *(f"**not stable**: {_escape(w)}" for w in unstable)])
     trace = next((a for a in data.get("artifacts") or [] if a.get("kind") == "chrome_trace"), None)
     if trace and artifacts is not None:
         run_dir = (artifacts / placement.result.run_id).resolve()

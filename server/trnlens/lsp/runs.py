@@ -147,6 +147,10 @@ class Runs:
             return f"running{': ' + job.phase if job.phase else ''}"
         return f"queued (#{self.queue.position(job)})"
 
+    def pending(self, uri: str) -> frozenset[str]:
+        """Qualnames in ``uri`` with a profile queued or running (their lenses show its state)."""
+        return frozenset(j.qualname for j in self.queue.jobs() if j.key == (uri, j.qualname))
+
     async def cancel(self, uri: str | None = None, qualname: str | None = None) -> int:
         """Cancels matching jobs (all when no uri is given); returns how many."""
         matching = [

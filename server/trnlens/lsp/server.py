@@ -30,6 +30,7 @@ from trnlens.lsp import (
     hovers,
     lenses,
     run_findings,
+    wire,
 )
 from trnlens.lsp import report as run_report
 from trnlens.lsp.analysis import AnalysisService
@@ -46,7 +47,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class TrnlensServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("trnlens", __version__)
+        super().__init__("trnlens", __version__, converter_factory=wire.converter)
         self.config = Config()
         self.documents: dict[str, ProfiledDocument] = {}
         self.runs = Runs(self)
@@ -57,6 +58,7 @@ class TrnlensServer(LanguageServer):
         self.diagnostics.register("profile.compile", compiled.diagnostics)
         self.diagnostics.register("profile.findings", run_findings.provider)
         self.analysis = AnalysisService(self)
+        self.lenses = lenses.LensCache()
         self.diagnostics.register("analysis", self.analysis.provider)
         self._stores: dict[Path, Store] = {}
         self._generations = itertools.count(1)
@@ -281,19 +283,31 @@ def create_server() -> TrnlensServer:
             ls.publish(uri, force=True)
             ls._published.pop(uri, None)
             ls.analysis.forget(uri)
+            ls.lenses.forget(uri)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     @_guard([])
-    def code_lens(ls: TrnlensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    def code_lens(ls: TrnlensServer, params: types.CodeLensParams) -> list[Any]:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None:
             return []
-        target = ls.config.settings_for(doc.root).target
+        settings = ls.config.settings_for(doc.root)
         # Compare lenses first: an editor shows them before ▶ Profile on the same line.
-        compare = _guard([])(ls.analysis.lenses)(doc, target)
-        profile = lenses.code_lenses(doc, target, ls.runs.job_state, watching.lens_label)
+        compare = _guard([])(ls.analysis.lenses)(doc, settings.target)
+        pending = ls.runs.pending(doc.uri)
+        # JSON dicts from the cache (see lsp/wire.py): unchanged lenses are not rebuilt.
+        profile = ls.lenses.lenses(doc, settings.target, settings.lens_placement, pending)
         # The report lens first: clients that key lenses by function keep the Profile lens.
         return _guard([])(run_report.code_lenses)(doc) + compare + profile
+
+    @server.feature(types.CODE_LENS_RESOLVE)
+    @_guard(None)
+    def code_lens_resolve(ls: TrnlensServer, lens: types.CodeLens) -> types.CodeLens:
+        data = lens.data if isinstance(lens.data, dict) else {}
+        if data.get("kind") != lenses.KIND:
+            return lens
+        doc = ls.documents.get(str(data.get("uri")))
+        return lenses.resolve(doc, lens, ls.runs.job_state, watching.lens_label)
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,

@@ -1,0 +1,117 @@
+"""How far a run's step times can be trusted: medians, spreads, and the profiler's inflation.
+
+Step times are summarised by their median (one slow step, a page fault or a context switch, must
+not move the figure) with min and max beside it. Two things make figures mislead, and the result
+then says so in plain words, with the likely cause and what to do:
+
+- a wide spread (``(max - min) / median`` above ``WIDE_SPREAD``) in the profiled steps or in the
+  timing pass: a busy machine, OpenMP threads waking up between small ops, or too few steps;
+- the profiled steps taking more than ``OVERHEAD_LIMIT`` times the unprofiled ones (the timing
+  pass): the profiler's per-op cost inflates code made of many small ops, so the unprofiled median
+  is the time to believe (the editor's lens then shows it).
+
+Pure stdlib: part of the agent.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+WIDE_SPREAD = 0.5
+OVERHEAD_LIMIT = 1.5
+FEW_STEPS = 10  # fewer profiled steps or timing calls than this: say "too few steps" as a cause
+ADVICE = (
+    "more steps (--steps), more timing calls (--repeats), or fewer threads "
+    "(OMP_NUM_THREADS=1 or torch.set_num_threads(1)) on a shared machine"
+)
+
+
+def is_stability_warning(text: str) -> bool:
+    """Whether a result's warning is one of :func:`assess`'s (the editor's hover repeats them)."""
+    return text.startswith("the profiled steps took ") or " times vary widely (" in text
+
+
+def summary(samples: list[float]) -> dict | None:
+    """{median_us, min_us, max_us, steps} of step times in microseconds (None without any)."""
+    if not samples:
+        return None
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "max_us": max(samples),
+        "steps": len(samples),
+    }
+
+
+def spread(figures: dict | None) -> float | None:
+    """(max - min) / median of a summary (or of the timing pass's figures)."""
+    if not figures or not figures.get("median_us"):
+        return None
+    return (figures["max_us"] - figures["min_us"]) / figures["median_us"]
+
+
+def assess(
+    profiled: dict | None,
+    timing: dict | None,
+    busy: bool = False,
+    threads: int | None = None,
+) -> tuple[dict, list[str]]:
+    """The result's ``stability`` object and the warnings that go with it.
+
+    ``busy``: the machine's load exceeded its cores during the run; ``threads``: the intra-op
+    threads of the CPU backend (None elsewhere), for the OpenMP cause."""
+    overhead = None
+    if profiled and timing and timing.get("median_us"):
+        overhead = profiled["median_us"] / timing["median_us"]
+    profiled_spread, timing_spread = spread(profiled), spread(timing)
+    inflated = overhead is not None and overhead > OVERHEAD_LIMIT
+    wide = [
+        (name, figures, value)
+        for name, figures, value in (
+            ("profiled steps'", profiled, profiled_spread),
+            ("timing pass's", timing, timing_spread),
+        )
+        if value is not None and value > WIDE_SPREAD
+    ]
+    warnings = []
+    causes = _causes(profiled, timing, busy, threads)
+    if inflated:
+        warnings.append(
+            f"the profiled steps took {overhead:.1f}x the unprofiled ones (median "
+            f"{_ms(profiled['median_us'])} vs {_ms(timing['median_us'])}): the profiler's "
+            "per-op cost inflates code made of many small ops; the timing pass's median is the "
+            f"time to trust (likely cause: {causes or 'the profiler itself'}; try {ADVICE})"
+        )
+    for name, figures, value in wide:
+        count = figures.get("steps", figures.get("repeats"))
+        warnings.append(
+            f"the {name} times vary widely ({_ms(figures['min_us'])} to "
+            f"{_ms(figures['max_us'])}, median {_ms(figures['median_us'])} over {count}; spread "
+            f"{value:.0%}): these figures "
+            f"are not stable (likely cause: {causes or 'other work on the machine'}; try {ADVICE})"
+        )
+    stability = {
+        "profiler_overhead": overhead,
+        "profiled_spread": profiled_spread,
+        "timing_spread": timing_spread,
+        "noisy": bool(inflated or wide),
+    }
+    return stability, warnings
+
+
+def _causes(profiled: dict | None, timing: dict | None, busy: bool, threads: int | None) -> str:
+    found = []
+    if busy:
+        found.append("a busy machine")
+    if threads is not None and threads > 1:
+        found.append(f"OpenMP thread wake-ups between ops ({threads} threads)")
+    few = (profiled and profiled["steps"] < FEW_STEPS) or (
+        timing and timing.get("repeats", FEW_STEPS) < FEW_STEPS
+    )
+    if few:
+        found.append("too few steps")
+    return ", ".join(found)
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"

@@ -1,0 +1,51 @@
+"""Step-time stability: medians with spread, and plain warnings when the figures mislead."""
+
+from __future__ import annotations
+
+from trnlens.agent import stability
+
+
+def timing(median: float, low: float, high: float, repeats: int = 20) -> dict:
+    return {"median_us": median, "min_us": low, "max_us": high, "repeats": repeats}
+
+
+def test_summary_takes_the_median_not_the_mean():
+    found = stability.summary([10.0, 11.0, 10.5, 300.0, 10.2])
+    assert found == {"median_us": 10.5, "min_us": 10.0, "max_us": 300.0, "steps": 5}
+    assert stability.summary([]) is None
+
+
+def test_steady_figures_raise_nothing():
+    profiled = stability.summary([1000.0, 1010.0, 1020.0, 990.0, 1000.0] * 2)
+    found, warnings = stability.assess(profiled, timing(900.0, 880.0, 950.0), threads=1)
+    assert warnings == [] and found["noisy"] is False
+    assert round(found["profiler_overhead"], 3) == round(1000.0 / 900.0, 3)
+
+
+def test_an_inflating_profiler_says_which_figure_to_trust_and_why():
+    profiled = stability.summary([2800.0] * 12)
+    found, (warning,) = stability.assess(profiled, timing(1000.0, 990.0, 1010.0), threads=2)
+    assert found["noisy"] and found["profiler_overhead"] == 2.8
+    assert "took 2.8x the unprofiled ones (median 2.8 ms vs 1 ms)" in warning
+    assert "timing pass's median is the time to trust" in warning
+    assert "OpenMP thread wake-ups between ops (2 threads)" in warning
+    assert "--steps" in warning and "--repeats" in warning and "fewer threads" in warning
+    assert stability.is_stability_warning(warning)
+    assert not stability.is_stability_warning("import torch took 2.0 s (cold agent)")
+
+
+def test_a_wide_spread_names_the_pass_the_cause_and_the_remedy():
+    profiled = stability.summary([74_100.0, 43_500.0, 6_510.0])
+    found, warnings = stability.assess(
+        profiled, timing(7_000.0, 6_900.0, 7_100.0, repeats=5), busy=True
+    )
+    assert found["noisy"] and found["timing_spread"] < 0.5 < found["profiled_spread"]
+    wide = [w for w in warnings if "vary widely" in w]
+    assert len(wide) == 1 and wide[0].startswith("the profiled steps' times vary widely")
+    assert "a busy machine" in wide[0] and "too few steps" in wide[0]
+    assert stability.is_stability_warning(wide[0])
+
+
+def test_no_timing_pass_leaves_the_ratio_unknown():
+    found, warnings = stability.assess(stability.summary([5.0, 5.1]), None)
+    assert found["profiler_overhead"] is None and warnings == []
