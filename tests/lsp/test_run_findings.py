@@ -71,7 +71,12 @@ def test_neuron_summary_on_the_lens_and_in_the_hover():
     result.data.update(device_summary=summary, mode="as-written", mode_reason="auto: calls x")
     doc = _doc()
     doc.place(result)
-    (lens,) = lenses.code_lenses(doc, "local", _no_jobs)
+    (wire,) = lenses.code_lenses(doc, "local", "torch")
+    lens = lenses.resolve(
+        doc,
+        types.CodeLens(types.Range(types.Position(3, 0), types.Position(3, 0)), data=wire["data"]),
+        _no_jobs,
+    )
     assert " · MFU 31% · " in lens.command.title
     text = hovers.hover(doc, types.Position(3, 0), None).contents.value
     assert "mode `as-written`: auto: calls x" in text
