@@ -219,7 +219,7 @@ class AgentProcess:
                     self._arm_idle_timer()
                     return message["result"]
                 elif kind == "error":
-                    if message["error"].get("kind") == "restart":
+                    if message["error"].get("kind") == "restart" or message["error"].get("exiting"):
                         await self.kill()  # it exits by itself; make sure before a new start
                     else:
                         self._arm_idle_timer()

@@ -149,12 +149,17 @@ class Agent:
             )
             self.exit_after = True
             return
-        except (Cancelled, KeyboardInterrupt):
+        except (Cancelled, KeyboardInterrupt) as exc:
             reply = {
                 "type": "error",
                 "id": request_id,
                 "error": errors.AgentError("cancelled", "cancelled").to_json(),
             }
+            if isinstance(exc, KeyboardInterrupt) and not interrupted_safely(exc, request):
+                # The interrupt landed inside an import or a library (torch half-imported, a
+                # profiler half-exited): this process cannot be trusted with the next run.
+                reply["error"]["exiting"] = True
+                self.exit_after = True
         except errors.AgentError as exc:
             reply = {"type": "error", "id": request_id, "error": exc.to_json()}
         except Exception as exc:  # a bug in trnlens, not in the user's code
@@ -174,6 +179,29 @@ class Agent:
         # Collect the run's garbage now, between requests, so that it neither weighs on the
         # next measurement nor delays the answer just sent.
         gc.collect()
+
+
+def interrupted_safely(exc: BaseException, request: dict) -> bool:
+    """Whether a cancel's KeyboardInterrupt landed where stopping leaves nothing half-done: in the
+    agent's own code or in the user's project code (not an installed package under it). Anywhere
+    else (importlib in the middle of ``import torch``, torch's internals) the process may be left
+    inconsistent: seen as ``SystemError: ... bad call flags`` in the next run."""
+    last = exc.__traceback__
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    if last is None:
+        return True
+    frame = last.tb_frame
+    module = str(frame.f_globals.get("__name__", ""))
+    if module == _PACKAGE or module.startswith(_PACKAGE + "."):
+        return True
+    root = os.path.abspath(request.get("project_root") or os.getcwd())
+    filename = os.path.abspath(frame.f_code.co_filename)
+    installed = any(part in filename for part in ("site-packages", "dist-packages", "<frozen"))
+    return filename.startswith(root + os.sep) and not installed
+
+
+_PACKAGE = __name__.rpartition(".")[0]
 
 
 class _ProcessState:

@@ -59,6 +59,9 @@ class Measurement:
     # [path, line] (or None) of each dispatch of one step, in order: where the report's timeline
     # finds each headline dispatch's source line (set only when every step dispatched alike).
     dispatch_sites: list | None = None
+    # The input shapes of each of those dispatches (from the lines pass, which records shapes;
+    # the headline's trace has none since it does not): the report's event details.
+    dispatch_shapes: list | None = None
     timing: dict | None = None
     profiled_timing: dict | None = None  # the profiled steps' wall times: median, min, max
     stability: dict | None = None
@@ -139,8 +142,9 @@ class Measurer:
         sites: dict = {}
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
-            m.lines, host_peak, line_warnings, m.dispatch_sites, shapes = self._lines(
-                step, project, events
+            lines_pass = self._lines(step, project, events)
+            m.lines, host_peak, line_warnings, m.dispatch_sites, m.dispatch_shapes, shapes = (
+                lines_pass
             )
             sites = _sites_by_root(host_events, m.dispatch_sites)
             m.warnings.extend(line_warnings)
@@ -279,11 +283,12 @@ class Measurer:
         names = [root.name for root in attributed[0]] if attributed else []
         headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
         warnings = []
-        dispatch_sites = None
+        dispatch_sites = dispatch_shapes = None
         if headline and all([r.name for r in roots] == names for roots in headline):
             pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
             table = ev.line_table(pairs, device_us, len(headline))
             dispatch_sites = [list(site) if site else None for site in sites]
+            dispatch_shapes = [getattr(r, "input_shapes", None) or None for r in attributed[0]]
         else:
             pairs = [(ev.site_of(r, mode.labels), r) for roots in attributed for r in roots]
             table = ev.line_table(pairs, device_us, max(len(attributed), 1))
@@ -295,7 +300,8 @@ class Measurer:
         self.lines_pass = (events, line_sites)
         first_step = _first_step_events(events)
         shapes = ev.op_shapes(events)
-        return table, ev.peak_memory_from_events(first_step), warnings, dispatch_sites, shapes
+        peak = ev.peak_memory_from_events(first_step)
+        return table, peak, warnings, dispatch_sites, dispatch_shapes, shapes
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()

@@ -347,6 +347,7 @@ class Runner:
             result[key] = getattr(m, key)
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
+            result["dispatch_shapes"] = m.dispatch_shapes
         result["warnings"].extend(m.warnings)
         result["_output"] = output
 

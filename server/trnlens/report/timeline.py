@@ -102,10 +102,12 @@ def build(trace: StepTrace, result: dict, label: str) -> Timeline:
 
     # dispatch lane: roots, the ops under them, the gaps between them
     root_ids = {id(r): i for i, r in enumerate(roots)}
-    for root, site in zip(roots, sites, strict=True):
+    recorded_shapes = _recorded_shapes(roots, result)
+    for root, site, shapes in zip(roots, sites, recorded_shapes, strict=True):
         timeline.bars.append(
-            Bar("dispatch", 0, rel(root.ts), root.dur, root.name, "dispatch", _shapes(root), site)
-        )
+            Bar("dispatch", 0, rel(root.ts), root.dur, root.name, "dispatch",
+                _shapes(root) or shapes, site)
+        )  # fmt: skip
     for event in by_lane["dispatch"]:
         if id(event) in root_ids or not ev.is_aten(event):
             continue
@@ -154,11 +156,12 @@ def build(trace: StepTrace, result: dict, label: str) -> Timeline:
         )
     if not by_lane["device"]:
         if result.get("time_basis") == "cpu":
-            for root, site in zip(roots, sites, strict=True):
+            for root, site, shapes in zip(roots, sites, recorded_shapes, strict=True):
                 for leaf in _leaves(root):
+                    leaf_shapes = _shapes(leaf) or (shapes if leaf is root else None)
                     timeline.bars.append(
                         Bar("device", 0, rel(leaf.ts), leaf.dur, leaf.name, "device",
-                            _shapes(leaf), site, note="CPU execution (the host is the device)")
+                            leaf_shapes, site, note="CPU execution (the host is the device)")
                     )  # fmt: skip
         else:
             timeline.empty["device"] = "the trace has no device events"
@@ -199,6 +202,15 @@ def _leaves(root: TraceEvent) -> list[TraceEvent]:
 def _shapes(event: TraceEvent) -> list | None:
     dims = event.args.get("Input Dims")
     return dims if isinstance(dims, list) else None
+
+
+def _recorded_shapes(roots: list[TraceEvent], result: dict) -> list:
+    """Each dispatch's input shapes as the run recorded them (``dispatch_shapes``: the headline's
+    trace has none), when they line up with this step's dispatches; else None for each."""
+    recorded = result.get("dispatch_shapes")
+    if isinstance(recorded, list) and len(recorded) == len(roots):
+        return [s if isinstance(s, list) else None for s in recorded]
+    return [None] * len(roots)
 
 
 def _sites(roots: list[TraceEvent], result: dict) -> tuple[list, str | None]:
