@@ -233,9 +233,18 @@ async function profilablesIn(
   uri: string,
   sayWhenNone = true,
 ): Promise<Profilable[] | undefined> {
-  const lenses = await deps.server.request<WireCodeLens[] | null>('textDocument/codeLens', {
+  const listed = await deps.server.request<WireCodeLens[] | null>('textDocument/codeLens', {
     textDocument: { uri },
   });
+  // A lens with figures comes without its command until resolved (the server formats titles
+  // only for lenses an editor shows): resolve those here, through the server, as an editor would.
+  const lenses = await Promise.all(
+    (listed ?? []).map((lens) =>
+      lens.command === undefined && lens.data !== undefined
+        ? deps.server.request<WireCodeLens>('codeLens/resolve', lens)
+        : Promise.resolve(lens),
+    ),
+  );
   const found = profilables(lenses);
   if (found.length === 0) {
     if (sayWhenNone) {

@@ -13,6 +13,8 @@ export const REPORT = 'trnlens.server.report';
 export interface WireCodeLens {
   range: { start: { line: number; character: number } };
   command?: { title: string; command: string; arguments?: unknown[] };
+  /** Set on a lens that comes without its command: `codeLens/resolve` fills it in. */
+  data?: unknown;
 }
 
 export interface ProfileArguments {

@@ -472,7 +472,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
         },
         COMPILE_TIMEOUT,
       );
-      assert.match(lens, /▶ Profile · .* · 2 dispatches · compiled in [\d.]+ m?s · 2 graphs · 1 break/);
+      assert.match(lens, /▶ Profile · .* · 2 dispatches · (noisy · )?compiled in [\d.]+ m?s · 2 graphs · 1 break/);
       await page.locator('.squiggly-warning').first().waitFor({ timeout: 30_000 });
       const hover = await hoverOver(
         page,

@@ -26,9 +26,16 @@ const lens = (line: number, qualname: string, title = '▶ Profile') => ({
   command: { title, command: 'trnlens.server.profile', arguments: [{ uri: URI, qualname }] },
 });
 
+// A lens with figures as the server sends it: no command until `codeLens/resolve`.
+const unresolved = (line: number, qualname: string) => ({
+  range: { start: { line, character: 0 }, end: { line, character: 0 } },
+  data: { uri: URI, qualname, kind: 'profile', target: 'local' },
+});
+
 class FakeServer {
   executed: Array<{ command: string; argument: object }> = [];
-  lenses: unknown[] = [lens(2, 'rmsnorm_naive', '▶ Profile · 13.5 ms CPU'), lens(5, 'rmsnorm_fused')];
+  lenses: unknown[] = [unresolved(2, 'rmsnorm_naive'), lens(5, 'rmsnorm_fused')];
+  resolved = 0;
   answers = new Map<string, unknown>([
     ['trnlens.server.profile', { token: 't', state: 'queued', position: 0, target: 'local', alreadyPending: false }],
   ]);
@@ -42,6 +49,11 @@ class FakeServer {
     return this.answers.get(command) as T;
   }
   async request<T>(method: string, params: unknown): Promise<T> {
+    if (method === 'codeLens/resolve') {
+      this.resolved++;
+      const { range, data } = params as { range: unknown; data: { qualname: string } };
+      return { ...lens(0, data.qualname, '▶ Profile · 13.5 ms CPU'), range } as T;
+    }
     assert.equal(method, 'textDocument/codeLens');
     assert.deepEqual(params, { textDocument: { uri: URI } });
     return this.lenses as T;
@@ -210,6 +222,7 @@ describe('commands', () => {
     setExplorerAnswer({ opened: 'x', problems: ['API port 3002 moved'] });
     await run(COMMANDS.openExplorer);
     assert.deepEqual(server.executed, [{ command: 'trnlens.server.openExplorer', argument: { uri: URI, qualname: 'rmsnorm_naive' } }]);
+    assert.equal(server.resolved, 1); // its lens had figures: found through codeLens/resolve
     assert.equal(explorerRequests.length, 1);
     assert.deepEqual(state.shown.map((s) => [s.kind, s.message]), [['warning', 'API port 3002 moved']]);
     setExplorerAnswer(undefined);
