@@ -28,12 +28,20 @@ export function runsCode(command: string): boolean {
 }
 
 /** Keeps the lenses that do not run code (all of them in a trusted workspace). */
-export function visibleLenses<T extends { command?: { command: string } }>(
+export function visibleLenses<T extends { command?: { command: string }; data?: unknown }>(
   lenses: T[] | null | undefined,
   trusted: boolean,
 ): T[] | null | undefined {
   if (trusted || lenses == null) {
     return lenses;
   }
-  return lenses.filter((lens) => lens.command === undefined || !runsCode(lens.command.command));
+  return lenses.filter((lens) =>
+    lens.command === undefined ? !resolvesToProfile(lens.data) : !runsCode(lens.command.command),
+  );
+}
+
+/** A lens the server sends without its command (it has figures: `codeLens/resolve` makes it a
+ * `▶ Profile` lens, the server's `data.kind` "profile"). */
+function resolvesToProfile(data: unknown): boolean {
+  return (data as { kind?: unknown } | undefined)?.kind === 'profile';
 }

@@ -34,10 +34,12 @@ describe('middleware', () => {
   });
 
   it('hides the lenses that would run code in an untrusted workspace', async () => {
-    const lenses = [lens('trnlens.server.profile'), lens('trnlens.server.cancel'), { range: {} }];
+    // the last: a Profile lens with figures, sent without its command until codeLens/resolve
+    const lenses = [lens('trnlens.server.profile'), lens('trnlens.server.cancel'), { range: {} },
+      { range: {}, data: { kind: 'profile', uri: 'file:///ws/m.py', qualname: 'f' } }];
     const next = async () => lenses as never;
     const trusted = await middleware(deps(true).value).provideCodeLenses!(document, token, next);
-    assert.equal((trusted as unknown[]).length, 3);
+    assert.equal((trusted as unknown[]).length, 4);
     const untrusted = await middleware(deps(false).value).provideCodeLenses!(document, token, next);
     assert.deepEqual(
       (untrusted as Array<{ command?: { command: string } }>).map((l) => l.command?.command),
