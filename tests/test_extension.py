@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -59,15 +60,20 @@ def test_extension_builds_packages_and_passes_unit_and_code_server_tests():
         pytest.skip(f"{' and '.join(missing)} not installed: the VS Code extension is not tested")
     env = dict(os.environ)
     env.setdefault("TRNLENS_PYTHON", sys.executable)
-    done = subprocess.run(
-        ["bash", str(SCRIPT)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
+    # code-server, its git and TypeScript helpers and the ripgrep cache write into TMPDIR and
+    # leave sockets there: give them a short private one (unix socket paths stay under 108
+    # bytes) that goes with the test.
+    with tempfile.TemporaryDirectory(prefix="ext-") as scratch:
+        env["TMPDIR"] = scratch
+        done = subprocess.run(
+            ["bash", str(SCRIPT)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
     output = done.stdout + done.stderr
     steps = [line for line in output.splitlines() if line.startswith(("== ", "extension-test:"))]
     assert done.returncode == 0, "\n".join(steps) + "\n...\n" + output[-6000:]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+
+import pytest
 from trnlens.agent import main
 
 
-def interrupt_in(filename: str, module: str = "somewhere") -> KeyboardInterrupt:
-    """A KeyboardInterrupt raised in code that claims to live in ``filename``/``module``."""
-    namespace = {"__name__": module}
+def interrupt_in_function(filename: str) -> KeyboardInterrupt:
+    """A KeyboardInterrupt raised in a function that claims to live in ``filename``."""
+    namespace: dict = {}
     exec(compile("def f():\n    raise KeyboardInterrupt\n", filename, "exec"), namespace)
     try:
         namespace["f"]()
@@ -16,15 +20,43 @@ def interrupt_in(filename: str, module: str = "somewhere") -> KeyboardInterrupt:
     raise AssertionError("no interrupt")
 
 
-def test_an_interrupt_in_project_code_or_the_agent_keeps_the_process(tmp_path):
-    request = {"project_root": str(tmp_path)}
-    assert main.interrupted_safely(interrupt_in(str(tmp_path / "model.py")), request)
-    own = interrupt_in("/anywhere/measure.py", module=f"{main._PACKAGE}.measure")
-    assert main.interrupted_safely(own, request)
+def interrupt_while_importing(folder, name: str) -> KeyboardInterrupt:
+    """A KeyboardInterrupt in the top-level code of module ``name``, imported from ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text("import sys\nraise KeyboardInterrupt\n")
+    sys.path.insert(0, str(folder))
+    try:
+        importlib.import_module(name)
+    except KeyboardInterrupt as exc:
+        return exc
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop(name, None)
+    raise AssertionError("no interrupt")
 
 
-def test_an_interrupt_inside_an_import_or_a_library_asks_for_a_fresh_process(tmp_path):
-    request = {"project_root": str(tmp_path)}
-    venv_torch = tmp_path / ".venv" / "lib" / "python3.12" / "site-packages" / "torch" / "x.py"
-    for where in ("<frozen importlib._bootstrap>", str(venv_torch), "/usr/lib/python3/json.py"):
-        assert not main.interrupted_safely(interrupt_in(where), request), where
+@pytest.fixture
+def request_(tmp_path):
+    return {"project_root": str(tmp_path / "project")}
+
+
+def test_an_interrupt_in_running_code_keeps_the_process(tmp_path, request_):
+    project_file = str(tmp_path / "project" / "model.py")
+    library = str(tmp_path / "venv" / "site-packages" / "torch" / "functional.py")
+    for where in (project_file, library, "/usr/lib/python3/json/decoder.py"):
+        assert main.interrupted_safely(interrupt_in_function(where), request_), where
+
+
+def test_an_interrupt_while_the_project_imports_its_own_module_keeps_the_process(
+    tmp_path, request_
+):
+    exc = interrupt_while_importing(tmp_path / "project", "trnlens_test_project_module")
+    assert main.interrupted_safely(exc, request_)
+
+
+def test_an_interrupt_while_a_library_is_imported_asks_for_a_fresh_process(tmp_path, request_):
+    site = tmp_path / "project" / ".venv" / "lib" / "site-packages"  # a venv inside the project
+    exc = interrupt_while_importing(site, "trnlens_test_half_imported")
+    assert not main.interrupted_safely(exc, request_)
+    outside = interrupt_while_importing(tmp_path / "elsewhere", "trnlens_test_elsewhere")
+    assert not main.interrupted_safely(outside, request_)

@@ -95,7 +95,7 @@ def test_parquet_without_pyarrow_says_what_to_do(tmp_path, monkeypatch):
 
 
 def test_parquet_summary_table_when_pyarrow_is_there(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa  # a test dependency (the dev extra): never skipped for want of it
     import pyarrow.parquet as pq
 
     path = tmp_path / "Summary.parquet"

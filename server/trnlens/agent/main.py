@@ -182,26 +182,23 @@ class Agent:
 
 
 def interrupted_safely(exc: BaseException, request: dict) -> bool:
-    """Whether a cancel's KeyboardInterrupt landed where stopping leaves nothing half-done: in the
-    agent's own code or in the user's project code (not an installed package under it). Anywhere
-    else (importlib in the middle of ``import torch``, torch's internals) the process may be left
-    inconsistent: seen as ``SystemError: ... bad call flags`` in the next run."""
-    last = exc.__traceback__
-    while last is not None and last.tb_next is not None:
-        last = last.tb_next
-    if last is None:
-        return True
-    frame = last.tb_frame
-    module = str(frame.f_globals.get("__name__", ""))
-    if module == _PACKAGE or module.startswith(_PACKAGE + "."):
-        return True
+    """Whether a cancel's KeyboardInterrupt left the process fit for the next run: not when it
+    landed while a module outside the project was being imported (``import torch`` stopped half
+    way leaves torch half initialised: seen as ``SystemError: ... bad call flags`` in the next
+    run). Elsewhere (user code, the agent, a library's functions) stopping is what a cancel is;
+    a profiler left running is caught before the next run (reloader.RestartNeeded)."""
     root = os.path.abspath(request.get("project_root") or os.getcwd())
-    filename = os.path.abspath(frame.f_code.co_filename)
-    installed = any(part in filename for part in ("site-packages", "dist-packages", "<frozen"))
-    return filename.startswith(root + os.sep) and not installed
-
-
-_PACKAGE = __name__.rpartition(".")[0]
+    frame, innermost = exc.__traceback__, None
+    while frame is not None:
+        code = innermost = frame.tb_frame.f_code
+        if code.co_name == "<module>":  # a module's top-level code: an import in progress
+            path = os.path.abspath(code.co_filename)
+            installed = any(part in path for part in ("site-packages", "dist-packages"))
+            if installed or not path.startswith(root + os.sep):
+                return False
+        frame = frame.tb_next
+    # Stopped inside the import machinery itself (finding or loading a module).
+    return innermost is None or not innermost.co_filename.startswith("<frozen importlib")
 
 
 class _ProcessState:
