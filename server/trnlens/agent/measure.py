@@ -142,9 +142,8 @@ class Measurer:
         sites: dict = {}
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
-            lines_pass = self._lines(step, project, events)
-            m.lines, host_peak, line_warnings, m.dispatch_sites, m.dispatch_shapes, shapes = (
-                lines_pass
+            (m.lines, host_peak, line_warnings, m.dispatch_sites, m.dispatch_shapes, shapes) = (
+                self._lines(step, project, events)
             )
             sites = _sites_by_root(host_events, m.dispatch_sites)
             m.warnings.extend(line_warnings)
