@@ -71,6 +71,9 @@ def pytest_configure(config) -> None:
     # torch.compile's cache goes there too (the default is a torchinductor_<user> in /tmp)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(directory / "torchinductor"))
     tempfile.tempdir = str(directory)
+    # and trnlens's own cache (agent bundles, the check cache, ssh control and warm sockets),
+    # which would otherwise grow in the user's ~/.cache with every run of the suite
+    os.environ["XDG_CACHE_HOME"] = str(directory / hygiene.CACHE)
     # hypothesis's own caches (not its example database, which is off) go there too
     hypothesis_configuration.set_hypothesis_home_dir(directory / "hypothesis")
 

@@ -17,7 +17,10 @@ from pathlib import Path
 # and torch.compile's caches (TORCHINDUCTOR_CACHE_DIR, set by conftest, and the
 # torchinductor_<user> some torch caches use whatever that says): torch's, not trnlens's;
 # hypothesis's caches (set_hypothesis_home_dir in conftest).
-OURS = ("pytest-of-", "torchinductor", "hypothesis")
+# trnlens's cache (XDG_CACHE_HOME, set by conftest) is kept too, but a socket left in it is a
+# leftover: a warm daemon or an ssh master nobody closed.
+CACHE = "cache"
+OURS = ("pytest-of-", "torchinductor", "hypothesis", CACHE)
 SETTLE_S = 10.0  # processes told to stop at teardown may need a moment to go
 
 
@@ -76,6 +79,9 @@ def leftovers(directory: Path, mark: str) -> Leftovers:
         time.sleep(0.2)
         processes = session_processes(directory, mark)
     files = sorted(p.name for p in directory.iterdir() if not p.name.startswith(OURS))
+    files += sorted(
+        str(p.relative_to(directory)) for p in (directory / CACHE).rglob("*") if p.is_socket()
+    )
     return Leftovers(files, processes)
 
 

@@ -97,6 +97,19 @@ def test_profile_end_to_end_over_ssh(test_host, remote_python, project, tmp_path
     assert lines == {("samples/rmsnorm.py", 17)}
 
 
+def test_closing_the_masters_takes_their_sockets_and_folder(
+    test_host, remote_python, project, tmp_path, ssh_cache
+):
+    from trnlens.targets.ssh import close_masters, control_dir
+
+    outcome, _ = profile(project, target(test_host, remote_python, tmp_path))
+    assert outcome["error"] is None
+    directory = control_dir()
+    assert [p for p in directory.iterdir() if p.is_socket()]  # ControlPersist kept the master
+    assert close_masters() >= 1
+    assert not directory.exists()  # not even empty: the masters' sockets went before the rmdir
+
+
 def test_only_needed_files_travel(test_host, remote_python, tmp_path, ssh_cache):
     root = tmp_path / "proj"
     (root / "pkg").mkdir(parents=True)

@@ -23,9 +23,11 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tarfile
 import tempfile
+import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
@@ -54,6 +56,7 @@ FETCH = (
     'cd -- "$1/artifacts" && printf "%s\\n" "$2" && tar -czf - .; status=$?; '
     'cd / && rm -rf -- "$1"; exit $status'
 )
+MASTER_EXIT_WAIT_S = 5.0  # how long close_masters waits for the masters to take their sockets
 ARCHIVE_MARK = b"TRNLENS-ARCHIVE-FOLLOWS"  # what a login banner printed ends before it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -86,18 +89,45 @@ def close_masters(directory: Path | None = None) -> int:
     call. Returns how many masters were told to leave."""
     directory = directory or control_dir()
     told = 0
-    for socket_path in sorted(directory.glob("*")) if directory.is_dir() else []:
-        if not socket_path.is_socket():
-            continue
+    for socket_path in sorted(_sockets(directory)):
         # With an explicit ControlPath (no %C to expand) ssh neither resolves nor contacts the
         # host: the argument only fills the command line.
-        subprocess.run(
-            ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "trnlens-master"],
-            stdin=subprocess.DEVNULL, capture_output=True, timeout=15, check=False,
-        )  # fmt: skip
+        try:
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "trnlens-master"],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=MASTER_EXIT_WAIT_S,
+                check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            continue  # no ssh client, or something that is not a master answers there: left be
         told += 1
+    # `ssh -O exit` returns once the master has agreed to go, before it stops listening: wait
+    # for that. A socket nobody listens on any more is stale (its master was killed, or is on its
+    # way out): removed here, or the directory would stay behind.
+    deadline = time.monotonic() + MASTER_EXIT_WAIT_S
+    while told and time.monotonic() < deadline and any(map(_listening, _sockets(directory))):
+        time.sleep(0.05)
+    for socket_path in _sockets(directory):
+        if not _listening(socket_path):
+            socket_path.unlink(missing_ok=True)
     release_control_dir(directory)
     return told
+
+
+def _sockets(directory: Path) -> list[Path]:
+    return [p for p in directory.glob("*") if p.is_socket()] if directory.is_dir() else []
+
+
+def _listening(socket_path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(socket_path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
 
 
 def release_control_dir(directory: Path | None = None) -> None:
