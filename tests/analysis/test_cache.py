@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import pickle
 from pathlib import Path
@@ -42,6 +43,7 @@ def as_json(results: list[batch.FileResult]) -> list[tuple[str, list[dict], str 
 def test_findings_are_the_same_with_and_without_cache_and_in_parallel(tree, monkeypatch):
     plain = as_json(batch.check_files(tree, workers=1))
     assert any(f for _, f, _ in plain) and len(plain) >= 8
+    assert gc.isenabled()  # a batch turns the cyclic collector off for its own run only
     cold = batch.check_files(tree, workers=1, cache=cache.CheckCache(tree, None, None))
     warm_cache = cache.CheckCache(tree, None, None)
     assert all(warm_cache.get(p, batch._digest(p)) is not None for p in tree)

@@ -69,10 +69,79 @@ def test_reanalysis_after_edits_matches_a_fresh_analysis(monkeypatch) -> None:
     assert shifted[3:] == [f.location.row + 3 for f in first][3:]
     from trnlens.analysis import engine
 
-    monkeypatch.setattr(engine, "_ANALYSED", engine._LRU(10))  # cold caches: same answer
-    monkeypatch.setattr(engine, "_PARSED", engine._LRU(10))
+    for cache in ("_ANALYSED", "_PARSED", "_PARSES", "_FACTS"):  # cold caches: same answer
+        monkeypatch.setattr(engine, cache, engine._LRU(10))
     fresh = analyse_source(edited, "m.py")
     assert [f.to_json() for f in fresh] == [f.to_json() for f in again]
+
+
+def test_a_chunk_seen_before_is_not_parsed_again(monkeypatch) -> None:
+    """What is known of a chunk (it parses, its findings) outlives its AST: after an edit only
+    the edited function and the imports (read for the module's facts) are parsed again."""
+    from trnlens.analysis import engine
+
+    for cache in ("_ANALYSED", "_PARSED", "_PARSES", "_FACTS"):
+        monkeypatch.setattr(engine, cache, engine._LRU(1000))
+    base = "import torch\n\n" + "".join(
+        f"def f{i}(x):\n    y = x + {i}\n" + RMS.replace("x", "y") + "\n" for i in range(20)
+    )
+    analyse_source(base, "m.py")
+    monkeypatch.setattr(engine, "_PARSED", engine._LRU(1000))  # every AST forgotten
+    parsed: list[str] = []
+    real_parse = engine.parse
+    monkeypatch.setattr(engine, "parse", lambda text: parsed.append(text) or real_parse(text))
+    edited = base.replace("y = x + 3\n", "y = x + 33\n")
+    again = analyse_source(edited, "m.py")
+    edited_function = "def f3(x):\n    y = x + 33\n" + RMS.replace("x", "y") + "\n"
+    assert sorted(parsed) == [edited_function, "import torch\n\n"]
+    for cache in ("_ANALYSED", "_PARSED", "_PARSES", "_FACTS"):
+        monkeypatch.setattr(engine, cache, engine._LRU(10))
+    assert [f.to_json() for f in analyse_source(edited, "m.py")] == [f.to_json() for f in again]
+
+
+def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
+    """``_may_trigger`` looks at text, rules at names: the text test must never say no where a
+    rule's triggers are among the function's names (it may say yes more often)."""
+    from pathlib import Path
+
+    from trnlens.analysis import engine
+    from trnlens.analysis.rules import ALL_RULES
+
+    crafted = textwrap.dedent('''
+        import torch
+
+
+        def moves(x, d):
+            """Moves to the device; the mean of it."""
+            return x.to(d)
+
+
+        def prose_only(x):
+            """Moves x to the device and takes the mean, the exp, the softmax."""
+            return x + 1
+
+
+        def one_line(x, d): "doc"; return x.to(d)
+
+
+        def into(x):
+            into_ = x.tolistish()
+            return into_
+    ''')
+    sources = [crafted] + [p.read_text() for p in Path("samples").glob("*.py")]
+    said: dict[str, bool] = {}
+    for text in sources:
+        chunks, _ = engine._chunks(text)
+        info, _ = engine._module_facts(chunks)
+        for chunk in chunks:
+            src = engine.SourceText(chunk.text)
+            for ctx in engine._contexts(src, info, chunk.body):
+                may = engine._may_trigger(ctx)
+                triggered = any(not rule.triggers.isdisjoint(ctx.names) for rule in ALL_RULES)
+                assert may or not triggered, (ctx.qualname, sorted(ctx.names))
+                said[ctx.qualname or ""] = may
+    assert said["moves"] and said["one_line"]
+    assert not said["prose_only"] and not said["into"]
 
 
 def test_non_utf8_bytes_are_reported_and_analysed(tmp_path) -> None:

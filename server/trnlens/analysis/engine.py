@@ -14,8 +14,10 @@ reported while the chunks that do parse are still analysed.
 from __future__ import annotations
 
 import ast
+import hashlib
 import logging
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -63,16 +65,36 @@ class _LRU:
                 self._data.popitem(last=False)
 
 
-_PARSED = _LRU(8192)  # chunk text -> statements | ParseError
-_ANALYSED = _LRU(8192)  # (chunk text, ModuleInfo) -> findings with rows relative to the chunk
-_FACTS = _LRU(8192)  # chunk text -> HostFacts
+# Keyed by a digest of the chunk's text. ASTs are big: few of them are kept. What is known of a
+# chunk without its AST (that it parses, its findings, its host facts) is small, and kept for
+# many more: a chunk seen before (an unchanged function after an edit; code copied between the
+# files of a model library, which ``# Copied from`` makes common) is then neither parsed nor
+# analysed again.
+_PARSED = _LRU(8192)  # digest -> statements | ParseError
+_PARSES = _LRU(65536)  # digest -> True: the text parses on its own
+_ANALYSED = _LRU(65536)  # (digest, ModuleInfo) -> findings with rows relative to the chunk
+_FACTS = _LRU(65536)  # digest -> HostFacts
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 @dataclass
 class _Chunk:
     start: int  # 1-based row of the chunk's first line in the module
     text: str
-    body: list[ast.stmt] | None  # None: did not parse
+    key: bytes  # _digest(text)
+    parsed: list[ast.stmt] | None = None  # None: not parsed yet (it is known to parse)
+
+    @property
+    def body(self) -> list[ast.stmt]:
+        """The chunk's statements, parsed on first use: only a chunk whose findings are not
+        cached, or that holds imports or host facts, needs them."""
+        if self.parsed is None:
+            parsed = _parse_cached(self.text, self.key)
+            self.parsed = [] if isinstance(parsed, ParseError) else parsed
+        return self.parsed
 
 
 def analyse_source(
@@ -129,12 +151,23 @@ def _error(message: str, row: int, column: int) -> Finding:
 
 
 # -- chunking ---------------------------------------------------------------------------------
-def _parse_cached(text: str) -> list[ast.stmt] | ParseError:
-    cached = _PARSED.get(text)
+def _parse_cached(text: str, key: bytes) -> list[ast.stmt] | ParseError:
+    cached = _PARSED.get(key)
     if cached is None:
         cached = parse(text)
-        _PARSED.put(text, cached)
+        _PARSED.put(key, cached)
+        if not isinstance(cached, ParseError):
+            _PARSES.put(key, True)
     return cached  # type: ignore[return-value]
+
+
+def _chunk_if_parses(start: int, text: str) -> _Chunk | ParseError:
+    """The chunk, unparsed when its text is known to parse; else parsed, or why it does not."""
+    key = _digest(text)
+    if _PARSES.get(key) is not None:
+        return _Chunk(start, text, key)
+    parsed = _parse_cached(text, key)
+    return parsed if isinstance(parsed, ParseError) else _Chunk(start, text, key, parsed)
 
 
 def _chunks(text: str) -> tuple[list[_Chunk], ParseError | None]:
@@ -166,9 +199,9 @@ def _parse_merging(
     header_rows = header.count("\n")
     for j in range(i + 1, min(i + 1 + MAX_MERGE, len(bounds))):
         text = header + "".join(lines[starts[i] : bounds[j]])
-        body = _parse_cached(text)
-        if not isinstance(body, ParseError):
-            return _Chunk(starts[i] + 1 - header_rows, text, body), j
+        chunk = _chunk_if_parses(starts[i] + 1 - header_rows, text)
+        if not isinstance(chunk, ParseError):
+            return chunk, j
     return None
 
 
@@ -220,23 +253,26 @@ def _indent(line: str) -> str:
 def _whole_module(
     text: str, lines: list[str], starts: list[int]
 ) -> tuple[list[_Chunk], ParseError | None]:
-    body = _parse_cached(text)
-    if not isinstance(body, ParseError):
-        return [_Chunk(1, text, body)], None
+    whole = _chunk_if_parses(1, text)
+    if not isinstance(whole, ParseError):
+        return [whole], None
     # A real syntax error: analyse every top-level chunk that parses on its own.
     bounds = [*starts, len(lines)]
     chunks = []
     for k, start in enumerate(starts):
-        chunk = "".join(lines[start : bounds[k + 1]])
-        parsed = _parse_cached(chunk)
-        if not isinstance(parsed, ParseError):
-            chunks.append(_Chunk(start + 1, chunk, parsed))
-    return chunks, body
+        chunk = _chunk_if_parses(start + 1, "".join(lines[start : bounds[k + 1]]))
+        if not isinstance(chunk, ParseError):
+            chunks.append(chunk)
+    return chunks, whole
+
+
+_IMPORT = re.compile(r"import\b")
 
 
 def _module_facts(chunks: list[_Chunk]) -> tuple[ModuleInfo, int]:
     """Torch aliases over the whole module, and the row where a missing ``import torch`` goes."""
-    statements = [s for c in chunks for s in c.body or []]
+    # Only top-level imports count (module_info): a chunk without the word has none to parse.
+    statements = [s for c in chunks if _has_word(c.text, "import", _IMPORT) for s in c.body]
     import_row = 1
     for chunk in chunks:
         stmt = (chunk.body or [None])[0]
@@ -261,20 +297,20 @@ def _module_facts(chunks: list[_Chunk]) -> tuple[ModuleInfo, int]:
 
 def _chunk_facts(chunk: _Chunk) -> HostFacts:
     """``host_facts`` of one chunk, cached by its text: an edit walks only the chunk it changed."""
-    cached = _FACTS.get(chunk.text)
+    cached = _FACTS.get(chunk.key)
     if cached is None:
-        cached = host_facts(chunk.body or [])
-        _FACTS.put(chunk.text, cached)
+        cached = host_facts(chunk.body)
+        _FACTS.put(chunk.key, cached)
     return cached  # type: ignore[return-value]
 
 
 # -- analysis ---------------------------------------------------------------------------------
 def _analyse_chunk(chunk: _Chunk, info: ModuleInfo) -> list[Finding]:
-    key = (chunk.text, info)
+    key = (chunk.key, info)
     cached = _ANALYSED.get(key)
     if cached is None:
         src = SourceText(chunk.text)
-        cached = [f for ctx in _contexts(src, info, chunk.body or []) for f in _run(ctx)]
+        cached = [f for ctx in _contexts(src, info, chunk.body) for f in _run(ctx)]
         _ANALYSED.put(key, cached)
     return [shifted(f, chunk.start - 1) for f in cached]  # type: ignore[union-attr]
 
@@ -321,10 +357,68 @@ FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN
 _compiled = is_compiled  # decorated with torch.compile (rules/graphbreaks.py)
 
 
+def _trigger_words(rules: Sequence[Rule]) -> list[tuple[str, re.Pattern[str]]] | None:
+    """Every name some rule waits for (``Rule.triggers``), each with a pattern for it followed
+    by a word boundary; None when a rule runs everywhere (no triggers) or waits for something
+    that is not a word (``**``)."""
+    words = sorted({word for rule in rules for word in rule.triggers})
+    if not all(rule.triggers for rule in rules) or not all(w.isidentifier() for w in words):
+        return None
+    return [(word, re.compile(re.escape(word) + r"\b")) for word in words]
+
+
+_TRIGGER_WORDS = _trigger_words(ALL_RULES)
+
+
+def _mentions_a_trigger(text: str) -> bool:
+    return any(_has_word(text, word, pattern) for word, pattern in _TRIGGER_WORDS or ())
+
+
+def _has_word(text: str, word: str, pattern: re.Pattern[str]) -> bool:
+    """Whether ``word`` stands in ``text`` as a word of its own; ``pattern`` is the word then
+    ``\b``. A substring test first, then that pattern, which starts with the word's letters so
+    the regex engine skips ahead to them (a leading ``\b`` makes it try every position: ten
+    times slower here), then a look at the character before."""
+    if word not in text:
+        return False
+    for match in pattern.finditer(text):
+        at = match.start()
+        if at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
+            return True
+    return False
+
+
+def _may_trigger(ctx: Context) -> bool:
+    """False when no rule can run on this function: none of the trigger words is in the source
+    of its body. A word test on the text is a superset of the exact test on the body's names
+    (every name in the code is a word of its text), so this only spares the walk that computes
+    them: on transformers' model files six functions in seven are never walked. The docstring
+    is left out (prose says "to" and "mean") unless code shares its last line.
+    """
+    func = ctx.func
+    if func is None or _TRIGGER_WORDS is None:
+        return True
+    lines, body = ctx.src.lines, func.body
+    start, end = func.lineno - 1, func.end_lineno or len(lines)
+    doc = body[0]
+    if (
+        isinstance(doc, ast.Expr)
+        and isinstance(doc.value, ast.Constant)
+        and isinstance(doc.value.value, str)
+        and (len(body) == 1 or body[1].lineno > (doc.end_lineno or doc.lineno))
+    ):
+        text = "".join(lines[start : doc.lineno - 1]) + "".join(lines[doc.end_lineno : end])
+    else:
+        text = "".join(lines[start:end])
+    return _mentions_a_trigger(text)
+
+
 def _run(ctx: Context) -> Iterator[Finding]:
     """Every rule on one context. Selection is applied later, so that cached results serve any
     ``--select``; each rule is guarded so that one rule's failure costs only its own findings."""
     rules: Sequence[Rule] = ALL_RULES
+    if not _may_trigger(ctx):
+        return
     try:
         names = ctx.names
     except RecursionError:

@@ -17,6 +17,28 @@ from trnlens.analysis.patterns import ModuleInfo
 from trnlens.analysis.source import SourceText
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+# Leaf node types that only qualify their parent; CPython shares one instance of each.
+_LEAVES = frozenset(
+    cls
+    for base in (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+    for cls in base.__subclasses__()
+)
+
+# Fields that never hold a node worth walking: names and flags (strings, numbers), a constant's
+# value, and the leaves above (``ctx``, ``op``, ``ops``).
+_NOT_NODES = frozenset({
+    "id", "attr", "arg", "name", "asname", "module", "level", "is_async", "conversion", "kind",
+    "type_comment", "ctx", "op", "ops",
+})  # fmt: skip
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    fields = [f for f in kind._fields if f not in _NOT_NODES]  # type: ignore[attr-defined]
+    if kind is ast.Constant:
+        fields.remove("value")
+    return tuple(fields)
 
 
 @dataclass
@@ -29,6 +51,11 @@ class Context:
     func: FunctionNode | None = None
     qualname: str | None = None
     params: list[str] = field(default_factory=list)
+    # What a rule computed about this context and others may reuse (rules/sync.py's loops).
+    memo: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _scanned: tuple[list[ast.AST], frozenset[str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @cached_property
     def flow(self) -> Flow:
@@ -37,21 +64,54 @@ class Context:
 
     @cached_property
     def nodes(self) -> list[ast.AST]:
-        return list(self.walk())
+        """Every node of this body in source order (depth first), not descending into nested
+        functions or classes (their own contexts analyse them). Leaves that only qualify their
+        parent (``Load``, ``Add``, ``Eq``...) are left out: rules read them as ``node.ctx`` or
+        ``node.op``, and they are a third of all nodes."""
+        return self._scan()[0]
 
     @cached_property
     def names(self) -> frozenset[str]:
         """Every identifier and attribute name in the body (``**`` for a power): a cheap test
         of whether a rule can match here at all."""
-        found: set[str] = set()
-        for node in self.nodes:
-            if isinstance(node, ast.Name):
-                found.add(node.id)
-            elif isinstance(node, ast.Attribute):
-                found.add(node.attr)
-            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-                found.add("**")
-        return frozenset(found)
+        return self._scan()[1]
+
+    def _scan(self) -> tuple[list[ast.AST], frozenset[str]]:
+        # One pass for both, written out rather than through ast.iter_child_nodes: this walk
+        # visits every node of every file `trnlens check` reads, and the generator layers of
+        # the ast module's helpers cost more than the rules that run after it.
+        if self._scanned is None:
+            found: list[ast.AST] = []
+            names: set[str] = set()
+            stack: list[ast.AST] = list(reversed(self.body))
+            while stack:
+                node = stack.pop()
+                found.append(node)
+                kind = type(node)
+                if kind is ast.Name:
+                    names.add(node.id)  # type: ignore[attr-defined]
+                elif kind is ast.Attribute:
+                    names.add(node.attr)  # type: ignore[attr-defined]
+                elif kind is ast.BinOp and type(node.op) is ast.Pow:  # type: ignore[attr-defined]
+                    names.add("**")
+                elif kind in _SCOPES:
+                    continue
+                children: list[ast.AST] = []
+                fields = _CHILD_FIELDS.get(kind)
+                if fields is None:
+                    fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+                for name in fields:
+                    value = getattr(node, name, None)
+                    if type(value) is list:
+                        children.extend(
+                            v for v in value if isinstance(v, ast.AST) and type(v) not in _LEAVES
+                        )
+                    elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
+                        children.append(value)
+                children.reverse()
+                stack.extend(children)
+            self._scanned = (found, frozenset(names))
+        return self._scanned
 
     @cached_property
     def parents(self) -> dict[int, ast.AST]:
@@ -61,17 +121,6 @@ class Context:
                 for child in ast.iter_child_nodes(node):
                     table[id(child)] = node
         return table
-
-    def walk(self) -> Iterable[ast.AST]:
-        """Every node of this body, not descending into nested functions or classes (their own
-        contexts analyse them)."""
-        stack: list[ast.AST] = list(reversed(self.body))
-        while stack:
-            node = stack.pop()
-            yield node
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                continue
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
     def text(self, node: ast.AST) -> str:
         return self.src.segment(node)

@@ -56,7 +56,19 @@ class _InLoop:
 
 
 def _in_loops(ctx: Context) -> Iterator[_InLoop]:
-    """Every node inside a loop body (or a comprehension), with its innermost loop."""
+    """Every node inside a loop body (or a comprehension), with its innermost loop: found once
+    per function for all the sync rules, and not looked for where the function has no loop."""
+    found = ctx.memo.get("sync.in_loops")
+    if found is None:
+        has_loop = any(type(node) in _LOOP_TYPES for node in ctx.nodes)
+        found = ctx.memo["sync.in_loops"] = list(_find_in_loops(ctx)) if has_loop else []
+    return iter(found)
+
+
+_LOOP_TYPES = frozenset(_LOOPS + _COMPREHENSIONS)
+
+
+def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
 
     def visit(
         node: ast.AST,
