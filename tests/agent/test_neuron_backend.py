@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from trnlens.agent.measure import Settings
 
 STANDIN = Path(__file__).parent / "standin"
 
@@ -59,6 +60,9 @@ def root(tmp_path):
     return tmp_path
 
 
+SETTLE_STEPS = Settings.settle_steps
+
+
 def calls(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
@@ -80,13 +84,20 @@ def test_follows_the_documented_recipe_call_by_call(root, tmp_path):
             "correlate_device_time": True,
         },
         {"call": "NeuronProfiler", "config": "NeuronConfig"},
-        *[user, sync] * 4,  # the profiler's own warm-up step + 3 active steps, synchronised
-        {"call": "NeuronProfiler.export_trace", "profiler": "profile"},
-        *[user, sync],  # the device-memory step
-        *[user, sync] * 2,  # the timing pass (2 repeats), synchronised, no profiler
-        user,  # the output kept for comparisons (not timed)
     ]
-    assert calls(log) == expected
+    seen = calls(log)
+    assert seen[: len(expected)] == expected
+    # The profiler's own warm-up steps (one, and more while steps still fault in fresh host
+    # memory: at most settle_steps), then the 3 active steps, each synchronised.
+    profiled = seen[len(expected) : seen.index({"call": "NeuronProfiler.export_trace",
+                                                "profiler": "profile"})]  # fmt: skip
+    assert profiled == [user, sync] * (len(profiled) // 2)
+    assert 4 <= len(profiled) // 2 <= 4 + SETTLE_STEPS
+    after = seen[len(expected) + len(profiled) + 1 :]
+    # The device-memory step; the timing pass (a settling call or more, then 2 repeats),
+    # synchronised, without the profiler; the output kept for comparisons (not timed).
+    assert after[-1] == user and after[:-1] == [user, sync] * (len(after) // 2)
+    assert 1 + 1 + 2 <= len(after) // 2 <= 1 + 1 + SETTLE_STEPS + 2
     assert result["backend"] == "neuron"
     assert result["time_basis"] == "device"
     assert result["versions"]["torch_neuronx"] == "2.14.0+standin"

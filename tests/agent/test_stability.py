@@ -49,3 +49,22 @@ def test_a_wide_spread_names_the_pass_the_cause_and_the_remedy():
 def test_no_timing_pass_leaves_the_ratio_unknown():
     found, warnings = stability.assess(stability.summary([5.0, 5.1]), None)
     assert found["profiler_overhead"] is None and warnings == []
+
+
+def test_page_faults_of_the_timing_pass_are_said_with_their_cost_and_remedy():
+    faulting = {**timing(20_000.0, 19_000.0, 21_000.0), "page_faults": 8192}
+    found, (warning,) = stability.assess(stability.summary([20_500.0] * 12, [8192] * 12), faulting)
+    assert found["page_faults_per_step"] == 8192
+    assert warning.startswith("every step faults in fresh memory (median 8,192 page faults")
+    assert f"about {8192 * stability.PAGE_SIZE // 1024 // 1024} MB" in warning
+    assert "MALLOC_MMAP_THRESHOLD_" in warning and "jemalloc" in warning
+    assert stability.is_stability_warning(warning)
+
+
+def test_faults_only_under_the_profiler_are_a_cause_of_its_inflation_not_the_codes_cost():
+    settled = {**timing(4_000.0, 3_900.0, 4_100.0), "page_faults": 0}
+    profiled = stability.summary([17_000.0] * 12, [8192] * 12)
+    found, (warning,) = stability.assess(profiled, settled, threads=1)
+    assert found["page_faults_per_step"] == 0
+    assert warning.startswith("the profiled steps took 4.2x")
+    assert "page faults in the profiled steps" in warning

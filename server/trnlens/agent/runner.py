@@ -77,6 +77,7 @@ class Runner:
             lines=bool(options.get("lines", True)),
             trace=bool(options.get("trace", True)),
             timing=bool(options.get("timing", True)),
+            settle_steps=int(options.get("settle_steps", Settings.settle_steps)),
         )
         return settings, mode, r["backend"]
 

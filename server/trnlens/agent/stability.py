@@ -8,16 +8,21 @@ then says so in plain words, with the likely cause and what to do:
   timing pass: a busy machine, OpenMP threads waking up between small ops, or too few steps;
 - the profiled steps taking more than ``OVERHEAD_LIMIT`` times the unprofiled ones (the timing
   pass): the profiler's per-op cost inflates code made of many small ops, so the unprofiled median
-  is the time to believe (the editor's lens then shows it).
+  is the time to believe (the editor's lens then shows it);
+- steps that still fault in fresh memory after settling (``page_faults``, the median per step):
+  the allocator gives big tensors' pages back to the OS and every step zeroes new ones, which
+  can make a step several times slower than the same step on reused memory.
 
 Pure stdlib: part of the agent.
 """
 
 from __future__ import annotations
 
+import mmap
 import statistics
 
 WIDE_SPREAD = 0.5
+PAGE_SIZE = mmap.PAGESIZE
 OVERHEAD_LIMIT = 1.5
 FEW_STEPS = 10  # fewer profiled steps or timing calls than this: say "too few steps" as a cause
 ADVICE = (
@@ -28,19 +33,27 @@ ADVICE = (
 
 def is_stability_warning(text: str) -> bool:
     """Whether a result's warning is one of :func:`assess`'s (the editor's hover repeats them)."""
-    return text.startswith("the profiled steps took ") or " times vary widely (" in text
+    return (
+        text.startswith("the profiled steps took ")
+        or " times vary widely (" in text
+        or text.startswith("every step faults in fresh memory")
+    )
 
 
-def summary(samples: list[float]) -> dict | None:
-    """{median_us, min_us, max_us, steps} of step times in microseconds (None without any)."""
+def summary(samples: list[float], faults: list[int] | None = None) -> dict | None:
+    """{median_us, min_us, max_us, steps[, page_faults]} of step times in microseconds (None
+    without any), with the median page faults per step when counted."""
     if not samples:
         return None
-    return {
+    found = {
         "median_us": statistics.median(samples),
         "min_us": min(samples),
         "max_us": max(samples),
         "steps": len(samples),
     }
+    if faults:
+        found["page_faults"] = statistics.median(faults)
+    return found
 
 
 def spread(figures: dict | None) -> float | None:
@@ -90,10 +103,24 @@ def assess(
             f"{value:.0%}): these figures "
             f"are not stable (likely cause: {causes or 'other work on the machine'}; try {ADVICE})"
         )
+    # The timing pass's figures are the ones to trust: faults only in the profiled steps are
+    # named as a cause of the profiler's inflation above, not as the code's own cost.
+    faults = (timing if timing and "page_faults" in timing else profiled or {}).get("page_faults")
+    faults = faults or 0
+    if faults:
+        warnings.append(
+            f"every step faults in fresh memory (median {faults:,.0f} page faults per step, "
+            f"about {_bytes(faults * PAGE_SIZE)}): the host allocator gives big tensors' memory "
+            "back to the OS between steps, so each step pays for new pages and its time "
+            "includes that (a step on reused memory can be several times faster); with glibc, "
+            "MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_, or jemalloc or tcmalloc, keep "
+            "the memory for the next step"
+        )
     stability = {
         "profiler_overhead": overhead,
         "profiled_spread": profiled_spread,
         "timing_spread": timing_spread,
+        "page_faults_per_step": faults,
         "noisy": bool(inflated or wide),
     }
     return stability, warnings
@@ -103,6 +130,8 @@ def _causes(profiled: dict | None, timing: dict | None, busy: bool, threads: int
     found = []
     if busy:
         found.append("a busy machine")
+    if (profiled or {}).get("page_faults", 0) > (timing or {}).get("page_faults", 0):
+        found.append("page faults in the profiled steps (fresh memory for big tensors)")
     if threads is not None and threads > 1:
         found.append(f"OpenMP thread wake-ups between ops ({threads} threads)")
     few = (profiled and profiled["steps"] < FEW_STEPS) or (
@@ -111,6 +140,14 @@ def _causes(profiled: dict | None, timing: dict | None, busy: bool, threads: int
     if few:
         found.append("too few steps")
     return ", ".join(found)
+
+
+def _bytes(count: float) -> str:
+    for unit in ("bytes", "KB", "MB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GB"
 
 
 def _ms(us: float) -> str:

@@ -92,14 +92,14 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
         out.append(
             f"  profiled steps: median {fmt_time(profiled['median_us'])} "
             f"(min {fmt_time(profiled['min_us'])}, max {fmt_time(profiled['max_us'])}) "
-            f"over {profiled['steps']} steps"
+            f"over {profiled['steps']} steps{_faults(profiled)}"
         )
     timing = data.get("timing")
     if timing:
         out.append(
             f"  timing pass (no profiler): median {fmt_time(timing['median_us'])} "
             f"(min {fmt_time(timing['min_us'])}, max {fmt_time(timing['max_us'])}) "
-            f"over {timing['repeats']} calls"
+            f"over {timing['repeats']} calls{_faults(timing)}"
         )
     if (data.get("stability") or {}).get("noisy"):
         out.append("  these figures are NOT stable: see the warnings below for why and what to do")
@@ -184,3 +184,9 @@ def render_comparison(data: dict) -> str:
     for warning in data.get("warnings", []):
         out.append(f"warning: {warning}")
     return "\n".join(out)
+
+
+def _faults(figures: dict) -> str:
+    """The page faults per step, where the steps faulted in fresh memory (see the warnings)."""
+    faults = figures.get("page_faults") or 0
+    return f", {faults:,.0f} page faults/step" if faults else ""
