@@ -68,3 +68,17 @@ def test_faults_only_under_the_profiler_are_a_cause_of_its_inflation_not_the_cod
     assert found["page_faults_per_step"] == 0
     assert warning.startswith("the profiled steps took 4.2x")
     assert "page faults in the profiled steps" in warning
+
+
+def test_profiled_steps_that_faulted_are_left_out_of_the_median_when_others_did_not():
+    found = stability.profiled_summary([17_000.0, 4_000.0, 16_000.0, 4_200.0, 4_100.0],
+                                       [4096, 0, 4096, 0, 0])  # fmt: skip
+    assert found["median_us"] == 4_100.0 and found["max_us"] == 4_200.0
+    assert found["steps"] == 3 and found["faulted_steps"] == 2 and found["page_faults"] == 0
+
+
+def test_profiled_steps_all_faulting_or_all_calm_are_all_kept():
+    every = stability.profiled_summary([17_000.0, 16_000.0, 4_000.0], [4096, 4096, 0])
+    assert every["steps"] == 3 and "faulted_steps" not in every and every["page_faults"] == 4096
+    calm = stability.profiled_summary([4_000.0, 4_100.0], [0, 0])
+    assert calm["steps"] == 2 and "faulted_steps" not in calm

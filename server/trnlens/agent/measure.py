@@ -24,11 +24,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-
-try:
-    import resource
-except ImportError:  # not on Windows: page faults then go uncounted
-    resource = None  # type: ignore[assignment]
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +31,15 @@ from typing import Any
 from . import events as ev
 from . import patterns, stability
 from .lines import make_line_mode
+
+try:
+    import resource
+except ImportError:  # not on Windows: page faults then go uncounted
+    resource = None  # type: ignore[assignment]
+
+
+# Steps in a row without a page fault after which a pass starts measuring (see _settled).
+CALM_STEPS = 2
 
 
 class Cancelled(Exception):
@@ -96,6 +100,7 @@ class Measurer:
         self.pattern_warnings: list[str] = []
         self.lines_pass: tuple | None = None  # (events, sites): shapes recorded, times inflated
         self.last_faults = 0  # page faults (minor and major) of the last step
+        self.calm_steps = 0  # steps in a row, up to the last, without a page fault
         self.profiled_faults: list[int] = []  # each headline step's
 
     def _check(self) -> None:
@@ -109,15 +114,19 @@ class Measurer:
         self.backend.synchronize()
         elapsed = (time.perf_counter() - start) * 1e6
         self.last_faults = _page_faults() - faults
+        self.calm_steps = self.calm_steps + 1 if self.last_faults == 0 else 0
         self.steps_us += elapsed  # what the user's code cost; the rest is trnlens's overhead
         return elapsed
 
     def _settled(self, extra: int, spent_us: float) -> bool:
-        """Whether the step just run counts as settled: it took no page fault, or settling has
-        had its extra steps (``settle_steps``) or the timing budget (code that allocates fresh
-        memory every step never settles; the figures then say so)."""
+        """Whether the steps count as settled: the last ``CALM_STEPS`` took no page fault (one
+        is not enough: the allocator can fault every other step), or settling has had its
+        extra steps (``settle_steps``) or the timing budget (code that allocates fresh memory
+        every step never settles; the figures then say so). Under the profiler, steps can
+        fault again once it records (its buffers grow between the tensors): the profiled
+        median leaves those steps out (``stability.profiled_summary``)."""
         return (
-            self.last_faults == 0
+            self.calm_steps >= CALM_STEPS
             or extra >= self.settings.settle_steps
             or spent_us > self.settings.timing_budget_s * 1e6
         )
@@ -141,7 +150,7 @@ class Measurer:
         shapes_later = s.lines and not compiled  # the lines pass records them
         events, wall = self._profiled(step, out_dir, record_shapes=not shapes_later)
         steps = max(len(ev.step_events(events)), 1)
-        m.profiled_timing = stability.summary(wall, self.profiled_faults)
+        m.profiled_timing = stability.profiled_summary(wall, self.profiled_faults)
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
@@ -258,6 +267,7 @@ class Measurer:
             ) as prof:
                 extra = 0
                 settling_us = 0.0
+                self.calm_steps = 0  # counted under the profiler only
                 while len(wall) < steps:
                     self._check()
                     elapsed = self._one_step(step)
@@ -350,7 +360,9 @@ class Measurer:
         faults: list[int] = []
         with self.context():
             # The profiler and the lines pass before this one unsettle the allocator: calls
-            # until one takes no page fault (at most settle_steps) are not counted.
+            # until CALM_STEPS in a row take no page fault (at most settle_steps more) do not
+            # count.
+            self.calm_steps = 0
             extra, settling_us = 0, self._one_step(step)
             while not self._settled(extra, settling_us):
                 self._check()

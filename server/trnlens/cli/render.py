@@ -92,7 +92,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
         out.append(
             f"  profiled steps: median {fmt_time(profiled['median_us'])} "
             f"(min {fmt_time(profiled['min_us'])}, max {fmt_time(profiled['max_us'])}) "
-            f"over {profiled['steps']} steps{_faults(profiled)}"
+            f"over {profiled['steps']} steps{_faults(profiled)}{_left_out(profiled)}"
         )
     timing = data.get("timing")
     if timing:
@@ -190,3 +190,10 @@ def _faults(figures: dict) -> str:
     """The page faults per step, where the steps faulted in fresh memory (see the warnings)."""
     faults = figures.get("page_faults") or 0
     return f", {faults:,.0f} page faults/step" if faults else ""
+
+
+def _left_out(profiled: dict) -> str:
+    left = profiled.get("faulted_steps")
+    if not left:
+        return ""
+    return f" ({left} more faulted in memory the profiler's buffers displaced: left out)"
