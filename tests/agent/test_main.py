@@ -60,3 +60,24 @@ def test_an_interrupt_while_a_library_is_imported_asks_for_a_fresh_process(tmp_p
     assert not main.interrupted_safely(exc, request_)
     outside = interrupt_while_importing(tmp_path / "elsewhere", "trnlens_test_elsewhere")
     assert not main.interrupted_safely(outside, request_)
+
+
+def test_the_agent_skips_the_interpreter_teardown_only_without_children():
+    """_quick_exit ends a finished agent at once unless a child of it still runs (a compile
+    worker, a DataLoader worker), whose owner's exit handler must reap it."""
+    import subprocess
+    import sys
+
+    from trnlens.agent.main import _has_children
+
+    alone = subprocess.run(
+        [sys.executable, "-c", "from trnlens.agent.main import _has_children as h; print(h())"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert alone.stdout.strip() == "False"
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert _has_children()
+    finally:
+        child.kill()
+        child.wait()

@@ -20,7 +20,9 @@ import _thread
 import faulthandler
 import gc
 import json
+import logging
 import os
+import pathlib
 import platform
 import queue
 import sys
@@ -268,4 +270,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     reader = threading.Thread(target=agent.read, args=(sys.stdin,), daemon=True)
     reader.start()
-    return agent.serve()
+    code = agent.serve()
+    stream.flush()
+    _quick_exit(code)
+    return code
+
+
+def _quick_exit(code: int) -> None:
+    """Ends the process without the interpreter's teardown when nothing needs it: once torch
+    and its compiler were imported, the teardown (modules freed one by one) took 0.8 s of a
+    cold run on the CPU (measured), for nobody. Only when this process has no child left (a
+    compile worker, a DataLoader worker: their owners' exit handlers reap them), after logging
+    and the standard streams are flushed. The user's own exit handlers do not run."""
+    if _has_children():
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _has_children() -> bool:
+    tasks = pathlib.Path(f"/proc/{os.getpid()}/task")
+    try:
+        return any((task / "children").read_text().strip() for task in tasks.iterdir())
+    except OSError:
+        return True  # not Linux, or unreadable: take the ordinary exit
