@@ -55,7 +55,7 @@ class Settings:
     lines: bool = True
     trace: bool = True
     timing: bool = True
-    # Extra steps, at most, that a pass runs until a step takes no page fault (``_settles``).
+    # Extra steps, at most, that a pass runs until its steps stop faulting (``_settled``).
     settle_steps: int = 8
 
 
