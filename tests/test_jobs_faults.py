@@ -13,6 +13,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,7 +212,11 @@ async def test_every_fault_ends_clearly_and_loses_nothing(project):
         assert (await s.profile("fine"))["error"] is None
     finally:
         await s.agent.close()
-    # The `sleep 600` that `forks` left went with its agent's process group.
+    # The `sleep 600`s that `forks` left went with its agent's process group. SIGKILL lands
+    # when each is next scheduled: a dozen of them on two cores may take a moment.
+    deadline = time.monotonic() + 5
+    while group_members(s.pgids) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert group_members(s.pgids) == []
     with Store(project) as store:
         kept = {run["run_id"] for run in store.runs(limit=1000)}
