@@ -392,7 +392,7 @@ def _may_trigger(ctx: Context) -> bool:
     """False when no rule can run on this function: none of the trigger words is in the source
     of its body. A word test on the text is a superset of the exact test on the body's names
     (every name in the code is a word of its text), so this only spares the walk that computes
-    them: on transformers' model files six functions in seven are never walked. The docstring
+    them: on transformers' model files two functions in three are never walked. The docstring
     is left out (prose says "to" and "mean") unless code shares its last line.
     """
     func = ctx.func
