@@ -196,7 +196,12 @@ class AgentProcess:
         if self.memory_cap_mb:
             payload["options"] = {"memory_cap_mb": self.memory_cap_mb, **payload.get("options", {})}
         self._disarm_idle_timer()
-        await self.send(payload)
+        try:
+            await self.send(payload)
+        except ConnectionError:  # it had exited: a crash between runs, worth a fresh process
+            code = await self.proc.wait()
+            await self._settle_stderr()
+            raise self._died(code, payload.get("project_root")) from None
         try:
             while True:
                 message = await self._next_or_hang()
@@ -301,17 +306,22 @@ class AgentProcess:
         except (ConnectionError, RuntimeError):
             pass
         try:
-            await asyncio.wait_for(self._wait_for_answer(request_id), grace_s)
+            answer = await asyncio.wait_for(self._wait_for_answer(request_id), grace_s)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             await self.kill()
+            return
+        if answer is None or (answer.get("error") or {}).get("exiting"):
+            # The agent leaves (the cancel stopped an import): wait until it has, or the next
+            # run would write to a closed pipe.
+            await self.kill()
 
-    async def _wait_for_answer(self, request_id: str) -> None:
+    async def _wait_for_answer(self, request_id: str) -> dict | None:
         while True:
             message = await self._read()
             if message is None or (
                 message.get("id") == request_id and message.get("type") in ("result", "error")
             ):
-                return
+                return message
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None

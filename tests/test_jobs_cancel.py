@@ -1,0 +1,61 @@
+"""A cancel the agent answers by leaving (it stopped an import): the next run must not write to
+the pipe of a process that is already gone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+
+from trnlens.agent.protocol import SCHEMA_VERSION
+from trnlens.jobs import AgentFailure, AgentProcess
+from trnlens.targets.local import LocalTarget
+
+# A stand-in agent speaking the protocol: it answers a cancel with `exiting` and leaves at once,
+# as the real one does after a cancel that stopped `import torch` (agent/main.py).
+LEAVES_ON_CANCEL = textwrap.dedent(f"""
+    import json, os, sys
+    print(json.dumps({{"type": "hello", "schema_version": {SCHEMA_VERSION}, "pid": os.getpid()}}),
+          flush=True)
+    current = None
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message["type"] == "profile":
+            current = message["id"]
+            print(json.dumps({{"type": "progress", "id": current, "phase": "importing"}}),
+                  flush=True)
+        elif message["type"] == "cancel":
+            error = {{"kind": "cancelled", "message": "cancelled", "exiting": True}}
+            print(json.dumps({{"type": "error", "id": current, "error": error}}), flush=True)
+            os._exit(0)
+""")
+
+
+class StandInTarget(LocalTarget):
+    def __init__(self, script: str) -> None:
+        super().__init__()
+        self.script = script
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", self.script]
+
+
+def test_a_cancel_answered_by_leaving_waits_for_the_agent_to_be_gone():
+    async def scenario() -> None:
+        agent = AgentProcess(StandInTarget(LEAVES_ON_CANCEL))
+        await agent.start()
+        seen = asyncio.Event()
+        run = asyncio.create_task(
+            agent.request({"project_root": os.getcwd()}, on_progress=lambda m: seen.set())
+        )
+        await asyncio.wait_for(seen.wait(), 30)
+        run.cancel()
+        try:
+            await run
+        except (asyncio.CancelledError, AgentFailure):
+            pass
+        assert not agent.alive()  # reaped: the next run starts a fresh one
+        await agent.close()
+
+    asyncio.run(scenario())
