@@ -334,7 +334,10 @@ class AgentProcess:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            self.proc.kill()
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass  # it ended on its own meanwhile (an agent leaving after a cancel)
         await self.proc.wait()
 
     def _reap_group(self) -> None:
