@@ -59,3 +59,32 @@ def test_a_cancel_answered_by_leaving_waits_for_the_agent_to_be_gone():
         await agent.close()
 
     asyncio.run(scenario())
+
+
+LEAVES_AFTER_HELLO = textwrap.dedent(f"""
+    import json, os
+    print(json.dumps({{"type": "hello", "schema_version": {SCHEMA_VERSION}, "pid": os.getpid()}}),
+          flush=True)
+    os._exit(0)
+""")
+
+
+def test_a_request_to_an_agent_that_has_left_is_a_crash_worth_a_retry():
+    """Whether the request meets the closed pipe or the end of the agent's output, the run gets
+    an AgentFailure that asks for one more try on a fresh process, never a bare
+    ConnectionResetError."""
+
+    async def scenario() -> AgentFailure:
+        agent = AgentProcess(StandInTarget(LEAVES_AFTER_HELLO))
+        await agent.start()
+        await asyncio.sleep(0.5)  # gone, though nobody has reaped it yet
+        try:
+            await agent.request({"project_root": os.getcwd()})
+        except AgentFailure as failure:
+            return failure
+        finally:
+            await agent.close()
+        raise AssertionError("the request succeeded")
+
+    failure = asyncio.run(scenario())
+    assert failure.error.get("retry") is True

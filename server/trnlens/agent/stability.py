@@ -64,7 +64,7 @@ def profiled_summary(samples: list[float], faults: list[int]) -> dict | None:
     cost of the profiler, not of the code (the timing pass, without it, settles). Code that
     faults every step keeps every step, and ``page_faults`` stays the median over all of them.
     """
-    calm = [sample for sample, count in zip(samples, faults, strict=False) if count == 0]
+    calm = [sample for sample, count in zip(samples, faults, strict=True) if count == 0]
     if not faults or len(calm) < 2 or len(calm) == len(samples):
         return summary(samples, faults)
     found = summary(calm)

@@ -53,65 +53,61 @@ class Context:
     params: list[str] = field(default_factory=list)
     # What a rule computed about this context and others may reuse (rules/sync.py's loops).
     memo: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _scanned: tuple[list[ast.AST], frozenset[str]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     @cached_property
     def flow(self) -> Flow:
         # Built only for functions some rule finds worth a closer look: most functions never pay.
         return Flow(self.body, self.params)
 
-    @cached_property
+    @property
     def nodes(self) -> list[ast.AST]:
         """Every node of this body in source order (depth first), not descending into nested
         functions or classes (their own contexts analyse them). Leaves that only qualify their
         parent (``Load``, ``Add``, ``Eq``...) are left out: rules read them as ``node.ctx`` or
         ``node.op``, and they are a third of all nodes."""
-        return self._scan()[0]
+        return self._scan[0]
 
-    @cached_property
+    @property
     def names(self) -> frozenset[str]:
         """Every identifier and attribute name in the body (``**`` for a power): a cheap test
         of whether a rule can match here at all."""
-        return self._scan()[1]
+        return self._scan[1]
 
+    @cached_property
     def _scan(self) -> tuple[list[ast.AST], frozenset[str]]:
         # One pass for both, written out rather than through ast.iter_child_nodes: this walk
         # visits every node of every file `trnlens check` reads, and the generator layers of
         # the ast module's helpers cost more than the rules that run after it.
-        if self._scanned is None:
-            found: list[ast.AST] = []
-            names: set[str] = set()
-            stack: list[ast.AST] = list(reversed(self.body))
-            while stack:
-                node = stack.pop()
-                found.append(node)
-                kind = type(node)
-                if kind is ast.Name:
-                    names.add(node.id)  # type: ignore[attr-defined]
-                elif kind is ast.Attribute:
-                    names.add(node.attr)  # type: ignore[attr-defined]
-                elif kind is ast.BinOp and type(node.op) is ast.Pow:  # type: ignore[attr-defined]
-                    names.add("**")
-                elif kind in _SCOPES:
-                    continue
-                children: list[ast.AST] = []
-                fields = _CHILD_FIELDS.get(kind)
-                if fields is None:
-                    fields = _CHILD_FIELDS[kind] = _child_fields(kind)
-                for name in fields:
-                    value = getattr(node, name, None)
-                    if type(value) is list:
-                        children.extend(
-                            v for v in value if isinstance(v, ast.AST) and type(v) not in _LEAVES
-                        )
-                    elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
-                        children.append(value)
-                children.reverse()
-                stack.extend(children)
-            self._scanned = (found, frozenset(names))
-        return self._scanned
+        found: list[ast.AST] = []
+        names: set[str] = set()
+        stack: list[ast.AST] = list(reversed(self.body))
+        while stack:
+            node = stack.pop()
+            found.append(node)
+            kind = type(node)
+            if kind is ast.Name:
+                names.add(node.id)  # type: ignore[attr-defined]
+            elif kind is ast.Attribute:
+                names.add(node.attr)  # type: ignore[attr-defined]
+            elif kind is ast.BinOp and type(node.op) is ast.Pow:  # type: ignore[attr-defined]
+                names.add("**")
+            elif kind in _SCOPES:
+                continue
+            children: list[ast.AST] = []
+            fields = _CHILD_FIELDS.get(kind)
+            if fields is None:
+                fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+            for name in fields:
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    children.extend(
+                        v for v in value if isinstance(v, ast.AST) and type(v) not in _LEAVES
+                    )
+                elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
+                    children.append(value)
+            children.reverse()
+            stack.extend(children)
+        return found, frozenset(names)
 
     @cached_property
     def parents(self) -> dict[int, ast.AST]:
