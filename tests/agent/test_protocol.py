@@ -127,6 +127,62 @@ def test_cancel_stops_a_run_within_a_second_and_the_agent_serves_on(agent_dir):
         agent.close()
 
 
+SLOW_IMPORTS = """
+import importlib
+import itertools
+import os
+import sys
+
+import torch
+
+SITE = os.path.join(os.path.dirname(__file__), ".venv", "lib", "site-packages")
+sys.path.insert(0, SITE)
+_next = itertools.count()
+
+
+def imports_a_library(x=torch.ones(8)):
+    importlib.import_module(f"slowlib_{next(_next)}")  # 0.2 s of a library's top-level code
+    return x + 1
+
+
+def all_imported_whole(x=torch.ones(8)):
+    loaded = [m for name, m in sys.modules.items() if name.startswith("slowlib_")]
+    assert loaded and all(getattr(m, "DONE", False) for m in loaded)
+    return x + 1
+"""
+
+
+def test_a_cancel_during_a_library_import_waits_for_it_and_keeps_the_agent(agent_dir):
+    """Stopping an import half way would cost the warm agent (interrupts.py): the cancel lands
+    after it, the answer still comes within the second, and the next run sees whole modules."""
+    (agent_dir / "imports.py").write_text(SLOW_IMPORTS)
+    site = agent_dir / ".venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    for n in range(40):
+        (site / f"slowlib_{n}.py").write_text(
+            "import time\nfor _ in range(20):\n    time.sleep(0.01)\nDONE = True\n"
+        )
+    agent = Agent([sys.executable, "-m", "trnlens.agent"], agent_dir)
+    try:
+        agent.next(type="hello")
+        run = request(agent_dir, "imports_a_library", "long", steps=20, warmup=2, repeats=1)
+        run["variants"][0]["path"] = "imports.py"
+        agent.send(run)
+        agent.next(type="progress", id="long", phase="warm-up")
+        time.sleep(0.1)  # inside an import
+        sent = time.monotonic()
+        agent.send({"type": "cancel", "id": "long"})
+        error = agent.next(type="error", id="long", timeout=10)["error"]
+        assert error["kind"] == "cancelled" and not error.get("exiting")
+        assert time.monotonic() - sent < 1.0
+        check = request(agent_dir, "all_imported_whole", "next")
+        check["variants"][0]["path"] = "imports.py"
+        agent.send(check)
+        assert agent.next(type="result", id="next")["result"]["error"] is None
+    finally:
+        agent.close()
+
+
 def test_one_shot_use_is_one_request_then_end_of_input(agent_dir):
     done = subprocess.run(
         [sys.executable, "-m", "trnlens.agent"], cwd=agent_dir, capture_output=True, text=True,

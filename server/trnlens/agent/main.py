@@ -3,8 +3,8 @@
 User code may print: fd 1 is pointed at stderr before anything else runs, and the protocol goes
 to a duplicate of the original stdout, so nothing the user (or a compiler worker) writes can
 corrupt it. A reader thread takes ``cancel`` and ``ping`` while a run is busy; cancel interrupts
-the main thread (KeyboardInterrupt at the next bytecode) and the server kills the process if it
-does not stop in time (a run stuck in C code).
+the main thread (KeyboardInterrupt at the next safe bytecode: interrupts.py) and the server kills
+the process if it does not stop in time (a run stuck in C code).
 
 What user code may break is repaired between requests, so one bad run does not spoil the warm
 agent's next: the working directory, fd 1 and ``sys.stdout``/``sys.stderr`` are put back. A crash
@@ -16,7 +16,6 @@ instead of taking the machine down.
 
 from __future__ import annotations
 
-import _thread
 import faulthandler
 import gc
 import json
@@ -30,6 +29,7 @@ import threading
 import traceback
 
 from . import errors
+from .interrupts import Interrupter, stop_would_break
 from .measure import Cancelled
 from .protocol import AGENT_VERSION, SCHEMA_VERSION, Channel, parse_line
 from .reloader import RestartNeeded
@@ -44,6 +44,7 @@ class Agent:
         self.requests: queue.Queue = queue.Queue()
         self.current: str | None = None
         self.cancel_requested = threading.Event()
+        self.interrupter = Interrupter()
         self._lock = threading.Lock()
 
     # -- reader thread
@@ -87,7 +88,7 @@ class Agent:
         with self._lock:
             if self.current is not None and request_id in (None, self.current):
                 self.cancel_requested.set()
-                _thread.interrupt_main()
+                self.interrupter.cancel()
 
     # -- main thread
     def serve(self) -> int:
@@ -135,7 +136,9 @@ class Agent:
         saved = _ProcessState.save()
         try:
             try:
-                result = Runner(request, progress, self.cancel_requested.is_set).run()
+                root = request.get("project_root") or os.getcwd()
+                with self.interrupter.running(root):
+                    result = Runner(request, progress, self.cancel_requested.is_set).run()
                 reply = {"type": "result", "id": request_id, "result": result}
             finally:
                 with self._lock:
@@ -185,22 +188,16 @@ class Agent:
 
 def interrupted_safely(exc: BaseException, request: dict) -> bool:
     """Whether a cancel's KeyboardInterrupt left the process fit for the next run: not when it
-    landed while a module outside the project was being imported (``import torch`` stopped half
-    way leaves torch half initialised: seen as ``SystemError: ... bad call flags`` in the next
-    run). Elsewhere (user code, the agent, a library's functions) stopping is what a cancel is;
-    a profiler left running is caught before the next run (reloader.RestartNeeded)."""
-    root = os.path.abspath(request.get("project_root") or os.getcwd())
-    frame, innermost = exc.__traceback__, None
+    landed while a library was being imported (``import torch`` stopped half way leaves torch
+    half initialised: seen as ``SystemError: ... bad call flags`` in the next run). The
+    interrupter holds a cancel back from such places for a while, not for ever (interrupts.py).
+    Elsewhere stopping is what a cancel is; a profiler left running is caught before the next
+    run (reloader.RestartNeeded)."""
+    codes, frame = [], exc.__traceback__
     while frame is not None:
-        code = innermost = frame.tb_frame.f_code
-        if code.co_name == "<module>":  # a module's top-level code: an import in progress
-            path = os.path.abspath(code.co_filename)
-            installed = any(part in path for part in ("site-packages", "dist-packages"))
-            if installed or not path.startswith(root + os.sep):
-                return False
+        codes.append(frame.tb_frame.f_code)
         frame = frame.tb_next
-    # Stopped inside the import machinery itself (finding or loading a module).
-    return innermost is None or not innermost.co_filename.startswith("<frozen importlib")
+    return not stop_would_break(codes, request.get("project_root") or os.getcwd())
 
 
 class _ProcessState:
@@ -257,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     stream = os.fdopen(protocol_fd, "w", encoding="utf-8", buffering=1)
     channel = Channel(stream)
     agent = Agent(channel, stop_on_eof="--stop-on-eof" in args)
+    agent.interrupter.install()
     channel.send(
         {
             "type": "hello",
