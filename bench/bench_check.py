@@ -6,10 +6,15 @@ pre-commit runs them:
   - ruff check --select E,F,W --no-cache (the baseline);
   - trnlens check as it was at ``--against REV`` (default: the merge base with main), extracted
     from git into a temporary folder: the "before" figure;
-  - trnlens check now: one process (``--jobs 1``), every core (the default), each with an empty
-    cache, then a second run over the unchanged tree (answered from the cache).
-Goals: at most 3x ruff's time cold; the second run at most 0.5 s.
-Run: .venv/bin/python bench/bench_check.py [--against REV]
+  - trnlens check now on every core (the default) with an empty cache, then a second run over the
+    unchanged tree (answered from the cache);
+  - once, trnlens check in one process (``--jobs 1``), without a cache.
+The first three are measured in ``--rounds`` rounds (default 5), one after the other within a
+round, so that a slow spell of this shared machine weighs on all of them alike: each figure is the
+median over the rounds with its min-max, and each ratio the median of the per-round ratios. A
+plain warning says when ruff's own times spread by more than 25%: ratios from such a run are
+rough. Goals: at most 3x ruff's time cold; the second run at most 0.5 s.
+Run: .venv/bin/python bench/bench_check.py [--against REV] [--rounds N]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import importlib.metadata
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,11 +82,20 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     return elapsed, cpu
 
 
+NOISY_SPREAD = 0.25  # ruff's (max - min) / median above which the run is called noisy
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):6.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", default=None, help="git revision of the 'before' figure")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of measurements")
     args = parser.parse_args()
     against = args.against or merge_base()
+    rounds: list[dict[str, tuple[float, float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tree = tmp / "tree"
@@ -89,38 +104,54 @@ def main() -> None:
         env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache")}
         old_env = {**env, "PYTHONPATH": str(before)}
         trn = [sys.executable, "-m", "trnlens", "check", str(tree), "--format", "json"]
+        ruff_command = [str(RUFF), "check", "--isolated", "--no-cache", "--select", "E,F,W",
+                        "--exit-zero", "-q", str(tree)]  # fmt: skip
         load = os.getloadavg()[0]
-        ruff = timed([str(RUFF), "check", "--isolated", "--no-cache", "--select", "E,F,W",
-                      "--exit-zero", "-q", str(tree)], env)  # fmt: skip
-        old = timed(trn, old_env)
+        for _ in range(args.rounds):
+            shutil.rmtree(tmp / "cache", ignore_errors=True)
+            measured = {"ruff": timed(ruff_command, env), "before": timed(trn, old_env)}
+            shutil.rmtree(tmp / "cache", ignore_errors=True)
+            measured["cold"] = timed(trn, env)  # an empty cache: fills it
+            measured["warm"] = timed(trn, env)
+            rounds.append(measured)
+            load = max(load, os.getloadavg()[0])
         one = timed([*trn, "--jobs", "1", "--no-cache"], env)
-        shutil.rmtree(tmp / "cache", ignore_errors=True)
-        every = timed(trn, env)  # an empty cache: fills it
-        warm = min(timed(trn, env) for _ in range(3))  # the fastest wall, with its CPU
-        load = max(load, os.getloadavg()[0])
     rows = [
-        ("ruff check --select E,F,W --no-cache (baseline)", ruff),
-        (f"trnlens check before ({against[:10]})", old),
-        ("trnlens check --jobs 1, no cache", one),
-        (f"trnlens check, {os.cpu_count()} jobs, empty cache", every),
-        ("trnlens check again, unchanged tree (best of 3)", warm),
+        ("ruff check --select E,F,W --no-cache (baseline)", "ruff"),
+        (f"trnlens check before ({against[:10]})", "before"),
+        (f"trnlens check, {os.cpu_count()} jobs, empty cache", "cold"),
+        ("trnlens check again, unchanged tree", "warm"),
     ]
     print(f"trnlens check vs ruff: transformers {importlib.metadata.version('transformers')}, "
-          f"{n_files} modeling files, {n_lines:,} lines; load up to {load:.1f} on "
-          f"{os.cpu_count()} cores")  # fmt: skip
-    print(
-        f"  {'what':50s} {'wall s':>7s} {'/ ruff':>7s} {'/ before':>8s} {'CPU s':>7s} "
-        f"{'/ ruff':>7s} {'/ before':>8s}"
-    )
-    for label, (wall, cpu) in rows:
-        print(
-            f"  {label:50s} {wall:7.2f} {wall / ruff[0]:6.2f}x {wall / old[0]:7.2f}x "
-            f"{cpu:7.2f} {cpu / ruff[1]:6.2f}x {cpu / old[1]:7.2f}x"
-        )
-    met = "met" if every[0] <= 3 * ruff[0] else "NOT met"
-    print(f"  cold vs ruff (wall): {every[0] / ruff[0]:.2f}x (goal <= 3x: {met})")
-    met = "met" if warm[0] <= 0.5 else "NOT met"
-    print(f"  second run: {warm[0]:.2f} s wall, {warm[1]:.2f} s CPU (goal <= 0.5 s: {met})")
+          f"{n_files} modeling files, {n_lines:,} lines; {len(rounds)} rounds; load up to "
+          f"{load:.1f} on {os.cpu_count()} cores")  # fmt: skip
+    print("  wall and CPU seconds: median (min-max) over the rounds; ratios: median of the "
+          "per-round ratios")  # fmt: skip
+    print(f"  {'what':50s} {'wall s':>18s} {'/ ruff':>7s} {'/ before':>8s} {'CPU s':>18s} "
+          f"{'/ ruff':>7s}")  # fmt: skip
+
+    def ratio(key: str, to: str, which: int) -> float:
+        return statistics.median(r[key][which] / r[to][which] for r in rounds)
+
+    for label, key in rows:
+        walls = [r[key][0] for r in rounds]
+        cpus = [r[key][1] for r in rounds]
+        print(f"  {label:50s} {summary(walls):>18s} {ratio(key, 'ruff', 0):6.2f}x "
+              f"{ratio(key, 'before', 0):7.2f}x {summary(cpus):>18s} "
+              f"{ratio(key, 'ruff', 1):6.2f}x")  # fmt: skip
+    print(f"  {'trnlens check --jobs 1, no cache (one run)':50s} {one[0]:18.2f} "
+          f"{'':7s} {'':8s} {one[1]:18.2f}")  # fmt: skip
+    cold = [r["cold"][0] / r["ruff"][0] for r in rounds]
+    met = "met" if statistics.median(cold) <= 3 else "NOT met"
+    print(f"  cold vs ruff (wall): {summary(cold).strip()}x (goal <= 3x: {met})")
+    warm = statistics.median(r["warm"][0] for r in rounds)
+    met = "met" if warm <= 0.5 else "NOT met"
+    print(f"  second run: {warm:.2f} s wall, median (goal <= 0.5 s: {met})")
+    ruffs = [r["ruff"][0] for r in rounds]
+    spread = (max(ruffs) - min(ruffs)) / statistics.median(ruffs)
+    if len(rounds) > 1 and spread > NOISY_SPREAD:
+        print(f"  warning: ruff's own time spread by {spread:.0%} over the rounds: this machine "
+              "was busy, and the ratios above are rough")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,3 +1,3 @@
-from trnlens.cli import main
+from trnlens.cli import entry
 
-raise SystemExit(main())
+entry()

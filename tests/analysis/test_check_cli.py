@@ -154,6 +154,22 @@ def test_module_entry_point(project: Path) -> None:
     assert out.returncode == 1 and json.loads(out.stdout)[0]["code"] == "TRN001"
 
 
+def test_the_command_exits_without_a_last_collection_over_the_caches(project: Path) -> None:
+    """The entry point freezes what is alive before exiting (cli.entry): the interpreter's final
+    collection then skips the engine's caches. Seen from an exit handler, which runs after."""
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, file=sys.stderr))\n"
+        "sys.argv = ['trnlens', 'check', sys.argv[1], '--no-cache']\n"
+        "import runpy; runpy.run_module('trnlens', run_name='__main__')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(project / "pkg")], capture_output=True, text=True
+    )
+    assert out.returncode == 1 and "TRN001" in out.stdout
+    assert "frozen True" in out.stderr
+
+
 SYNCS = (
     "import torch\n\n\n"
     "def f(xs):\n    for x in xs:\n        g(x.sum().item())\n        g(x.cpu())\n"

@@ -7,6 +7,7 @@ Every subcommand module exposes ``register(subparsers)`` (which sets ``func`` on
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
@@ -65,3 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trnlens: interrupted", file=sys.stderr)
         return 130
+
+
+def entry() -> None:
+    """The ``trnlens`` console script and ``python -m trnlens``: ``main``, then exit."""
+    code = main()
+    # Python's last act before it exits is a full collection over every object still alive.
+    # After a `trnlens check` in one process (fewer files than batch.PARALLEL_THRESHOLD, or
+    # --jobs 1) that is the engine's caches, millions of AST nodes without a cycle among them:
+    # 3.4 s of a 12.8 s run over transformers' model files (measured). Frozen objects are left
+    # out of that collection; the process ends all the same.
+    gc.freeze()
+    raise SystemExit(code)
