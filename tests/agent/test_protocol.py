@@ -193,6 +193,24 @@ def test_one_shot_use_is_one_request_then_end_of_input(agent_dir):
     assert done.returncode == 0
 
 
+def test_a_finished_agent_still_runs_the_users_exit_handlers(agent_dir):
+    """The agent skips the interpreter's teardown (main._quick_exit), not the exit handlers."""
+    (agent_dir / "atexit_user.py").write_text(
+        "import atexit\nimport pathlib\n\nimport torch\n\n"
+        "atexit.register(lambda: pathlib.Path('exit-handler-ran').write_text('yes'))\n\n\n"
+        "def f(x=torch.ones(4)):\n    return x + 1\n"
+    )
+    once = request(agent_dir, "f", "once")
+    once["variants"][0]["path"] = "atexit_user.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "trnlens.agent"], cwd=agent_dir, capture_output=True, text=True,
+        input=json.dumps(once) + "\n", timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["type"] == "result"
+    assert (agent_dir / "exit-handler-ran").read_text() == "yes"
+
+
 def test_agent_runs_isolated_where_trnlens_cannot_be_imported(agent_dir, tmp_path):
     python = python_without_trnlens(tmp_path / "isolated-venv")
     check = "import torch\ntry:\n import trnlens\nexcept ImportError:\n print('no trnlens')"
