@@ -30,6 +30,7 @@ def test_an_inflating_profiler_says_which_figure_to_trust_and_why():
     assert "timing pass's median is the time to trust" in warning
     assert "OpenMP thread wake-ups between ops (2 threads)" in warning
     assert "--steps" in warning and "--repeats" in warning and "fewer threads" in warning
+    assert "same setting" in warning  # fewer threads are steadier, not faster
     assert stability.is_stability_warning(warning)
     assert not stability.is_stability_warning("import torch took 2.0 s (cold agent)")
 
