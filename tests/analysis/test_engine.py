@@ -99,6 +99,27 @@ def test_a_chunk_seen_before_is_not_parsed_again(monkeypatch) -> None:
     assert [f.to_json() for f in analyse_source(edited, "m.py")] == [f.to_json() for f in again]
 
 
+def test_the_engine_keeps_at_most_about_a_thousand_chunks_asts(monkeypatch) -> None:
+    """A long-running language server must not hold the AST of every file it has read: Python's
+    full collections walk all of them while requests wait (engine._PARSED). After 3,000 files,
+    the AST nodes still alive are those of at most about a thousand chunks."""
+    import ast
+    import gc
+
+    from trnlens.analysis import engine
+
+    for cache in ("_ANALYSED", "_PARSES", "_FACTS"):
+        monkeypatch.setattr(engine, cache, engine._LRU(65536))
+    monkeypatch.setattr(engine, "_PARSED", engine._LRU(engine._PARSED._size))
+    source = "import torch\n\n\ndef f(x):\n    y = x + {i}\n" + RMS.replace("x", "y")
+    per_chunk = sum(1 for _ in ast.walk(ast.parse(source.format(i=0)))) - 1  # less the Module
+    before = sum(1 for o in gc.get_objects() if isinstance(o, ast.AST))
+    for i in range(3000):
+        analyse_source(source.format(i=i), f"m{i}.py")
+    kept = sum(1 for o in gc.get_objects() if isinstance(o, ast.AST)) - before
+    assert kept <= 1100 * per_chunk
+
+
 def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
     """``_may_trigger`` looks at text, rules at names: the text test must never say no where a
     rule's triggers are among the function's names (it may say yes more often)."""
