@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 from trnlens.explorer.tunnel import answers
+from trnlens.targets import bundle
 
 from tests.explorer.conftest import needs_netns
 from tests.lsp.session import FAST, editor, workspace
@@ -33,9 +36,33 @@ async def test_open_explorer_command_through_the_tunnel(
             await ed.wait_for(lambda: shown, what="showDocument")
             assert shown[0].uri == answer["url"] and shown[0].external
         assert not answers(answer["url"], 1)  # closed with the server
+        # and so is the shared connection the explorer's host commands opened (ControlPersist
+        # would otherwise keep an `ssh: ... [mux]` alive for ten minutes: issue 24)
+        assert _masters_gone(bundle.cache_dir() / "ssh", deadline_s=10), _mux_processes()
     finally:
         try:
             pid = (tmp_path / "hostwork" / "explorer" / "explorer.pid").read_text()
             os.kill(int(pid), signal.SIGTERM)
         except (OSError, ValueError):
             pass
+
+
+def _mux_processes() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "[mux]" in command and str(bundle.cache_dir()) in command:
+            found.append(command.strip())
+    return found
+
+
+def _masters_gone(directory: Path, deadline_s: float) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if not _mux_processes() and not (directory.is_dir() and any(directory.iterdir())):
+            return True
+        time.sleep(0.05)
+    return False

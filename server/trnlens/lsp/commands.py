@@ -176,6 +176,7 @@ async def open_explorer(server: TrnlensServer, *args: Any) -> dict:
             settings.target_named(arg.get("target") or (run or {}).get("target")), root
         )
         ports = Ports(int(arg.get("uiPort") or UI_PORT), int(arg.get("apiPort") or API_PORT))
+        server.runs.reached(target)  # its shared ssh connection closes with the server
         pool = getattr(server, "explorer_tunnels", None)
         if pool is None:
             pool = server.explorer_tunnels = Pool()  # closed when the server exits

@@ -48,6 +48,14 @@ class Runs:
         self.server = server
         self.queue = RunQueue(self._execute, self._dropped)
         self._agents: dict[tuple, AgentProcess] = {}
+        # every SSH host this server reached (agents, Neuron Explorer): their shared connections
+        # (ControlPersist masters) end with the server, not ten minutes after it
+        self._ssh_hosts: dict[tuple, SshTarget] = {}
+
+    def reached(self, target: LocalTarget | SshTarget) -> None:
+        """Notes a target whose SSH connection must be closed when the server leaves."""
+        if isinstance(target, SshTarget):
+            self._ssh_hosts.setdefault((target.host, tuple(target.ssh_args)), target)
 
     # -- requests
     async def profile(self, uri: str, qualname: str, target_name: str | None = None) -> dict:
@@ -172,9 +180,11 @@ class Runs:
         await self.queue.close()
         for agent in self._agents.values():
             await agent.close()
-            if isinstance(agent.target, SshTarget):  # its shared ssh connection goes too
-                await asyncio.to_thread(agent.target.close_master)
+            self.reached(agent.target)  # its shared ssh connection goes too
         self._agents.clear()
+        hosts, self._ssh_hosts = list(self._ssh_hosts.values()), {}
+        for target in hosts:
+            await asyncio.to_thread(target.close_master)
 
     # -- running
     async def _dropped(self, job: Job) -> None:

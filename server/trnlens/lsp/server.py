@@ -344,6 +344,9 @@ def create_server() -> TrnlensServer:
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: TrnlensServer, params: None) -> None:
         watching.stop()
+        tunnels = getattr(ls, "explorer_tunnels", None)  # before the masters they may ride on
+        if tunnels is not None:
+            await asyncio.to_thread(tunnels.close_all)
         await ls.runs.close()
         for store in ls._stores.values():
             store.close()
