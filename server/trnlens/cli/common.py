@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
 from pathlib import Path
 
 from trnlens import project, warm
-from trnlens.cli import exitcodes
+from trnlens.cli import exitcodes, signals
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
 from trnlens.store import Store, StoreError
 from trnlens.targets import config
@@ -125,7 +124,7 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
             work = warm.run_warm(request, args.target or "local", args.python, args.warm, progress)
         else:
             work = run_profile(request, store, target, on_progress=progress)
-        outcome = asyncio.run(work)
+        outcome = signals.run(work)
     except AgentFailure as failure:
         error = failure.error
         where = f" at {error['path']}:{error['line']}" if error.get("path") else ""
@@ -136,6 +135,12 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     except StoreError as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
         return None, exitcodes.TARGET_UNUSABLE, None
+    except signals.Terminated as stopped:
+        try:  # after a SIGHUP the terminal may be gone
+            print(f"trnlens: {stopped}; the agent was stopped", file=sys.stderr)
+        except OSError:
+            pass
+        return None, stopped.exit_code, None
     finally:
         store.close()  # the run is stored; nothing else writes
     return outcome, exitcodes.OK, store
