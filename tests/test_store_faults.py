@@ -11,13 +11,14 @@ import errno
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from trnlens import store as store_module
-from trnlens.store import Store, StoreError
+from trnlens.store import NewerStore, Store, StoreError
 
 from .test_store import fake_result
 
@@ -83,6 +84,29 @@ def test_damaged_database_is_reported_by_the_cli(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_store_written_by_a_newer_trnlens_is_a_clear_message(tmp_path):
+    filled(tmp_path, count=1)
+    db = tmp_path / ".trnlens" / "runs.sqlite"
+    connection = sqlite3.connect(db)
+    connection.execute(f"PRAGMA user_version = {store_module.DB_VERSION + 1}")
+    connection.close()
+    with pytest.raises(NewerStore, match="written by a newer trnlens .* upgrade trnlens"):
+        Store(tmp_path)
+    (tmp_path / "m.py").write_text("def f():\n    return 1\n")
+    for command in (["history", "m.py::f"], ["report"], ["profile", "m.py::f"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "trnlens", *command],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 4, (command, done.stderr)
+        assert "was written by a newer trnlens" in done.stderr
+    connection = sqlite3.connect(db)
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    connection.close()
+    assert version == store_module.DB_VERSION + 1  # left as it was: not migrated, not moved aside
 
 
 @pytest.fixture

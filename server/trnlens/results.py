@@ -7,34 +7,51 @@ there is one number to bump. This module gives the server typed, checked access 
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from trnlens.agent.protocol import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
-REQUIRED = (
-    "schema_version", "run_id", "created_at", "function", "target", "backend", "device",
-    "time_basis", "mode", "dispatches_per_step", "device_time_per_step_us", "ops", "lines",
-    "warnings", "error",
-)  # fmt: skip
-
 
 class SchemaMismatch(ValueError):
     pass
 
 
+@functools.cache
 def schema() -> dict:
     text = resources.files("trnlens").joinpath("schema/result.schema.json").read_text("utf-8")
     return json.loads(text)
 
 
+def _defs() -> dict:
+    return schema()["$defs"]
+
+
+def required() -> tuple[str, ...]:
+    """The keys every run's result has: the schema's list, so that the two cannot drift."""
+    return tuple(_defs()["result"]["required"])
+
+
+# A run id names a folder under .trnlens/: results come from remote hosts, so the id must be the
+# agent's own form (no separator, no '..') before anything turns it into a path.
+RUN_ID = re.compile(_defs()["result"]["properties"]["run_id"]["pattern"])
+_JSON_TYPES = {
+    "object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
+    "boolean": bool, "null": type(None),
+}  # fmt: skip
+
+
 def check(obj: Any) -> dict:
     """Returns ``obj`` when it is a result of a schema version we read, else raises SchemaMismatch.
 
-    Older versions stay readable (stored history must survive an upgrade): each version since 1
-    only added optional fields.
+    Every key the schema requires is there, with the schema's type (one level deep: the keys'
+    own JSON types and enums, the run id's form, the function's fields). Older versions stay
+    readable (stored history must survive an upgrade): each version since 1 only added optional
+    fields.
     """
     if not isinstance(obj, dict):
         raise SchemaMismatch(f"a result must be a JSON object, got {type(obj).__name__}")
@@ -46,13 +63,55 @@ def check(obj: Any) -> dict:
             "upgrade the older side"
         )
     if "variants" in obj:
-        for variant in obj["variants"]:
+        variants = obj["variants"]
+        if not isinstance(variants, list) or not variants:
+            raise SchemaMismatch("a comparison's variants must be a non-empty list")
+        for variant in variants:
             check(variant)
         return obj
-    missing = [key for key in REQUIRED if key not in obj]
+    missing = [key for key in required() if key not in obj]
     if missing:
         raise SchemaMismatch(f"result lacks {', '.join(missing)}")
+    _check_fields(obj, _defs()["result"], "result")
+    _check_fields(obj["function"], _defs()["result"]["properties"]["function"], "function")
+    run_id = obj["run_id"]
+    if not RUN_ID.fullmatch(run_id):
+        raise SchemaMismatch(
+            f"result run_id {run_id!r} is not a run id (like 20260101T120000-0123abcd): "
+            "refused, it would name a folder under .trnlens/"
+        )
     return obj
+
+
+def _check_fields(obj: Any, spec: dict, what: str) -> None:
+    if not isinstance(obj, dict):
+        raise SchemaMismatch(f"{what} must be a JSON object, got {type(obj).__name__}")
+    for key in spec.get("required", ()):
+        if key not in obj:
+            raise SchemaMismatch(f"{what} lacks {key}")
+        problem = _mismatch(obj[key], spec["properties"].get(key, {}))
+        if problem:
+            raise SchemaMismatch(f"{what}.{key} {problem}")
+
+
+def _mismatch(value: Any, spec: dict) -> str | None:
+    """Why ``value`` does not fit ``spec`` at its top level (type, enum, oneOf), or None."""
+    if "$ref" in spec:
+        spec = _defs()[spec["$ref"].rsplit("/", 1)[-1]]
+    if "oneOf" in spec:
+        problems = [_mismatch(value, option) for option in spec["oneOf"]]
+        return None if None in problems else problems[-1]
+    if "enum" in spec and value not in spec["enum"]:
+        return f"is {value!r}, expected one of {', '.join(map(repr, spec['enum']))}"
+    types = spec.get("type")
+    if types is None:
+        return None
+    names = [types] if isinstance(types, str) else types
+    for name in names:
+        kind = _JSON_TYPES[name]
+        if isinstance(value, kind) and not (isinstance(value, bool) and name != "boolean"):
+            return None
+    return f"is {type(value).__name__}, expected {' or '.join(names)}"
 
 
 @dataclass(frozen=True)

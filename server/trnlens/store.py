@@ -66,6 +66,14 @@ class StoreError(Exception):
     """The store cannot be written (read-only, disk full, gone): a message fit for the user."""
 
 
+class NewerStore(StoreError):
+    """The store was written by a newer trnlens: this one must not read or migrate it."""
+
+
+class RunExists(StoreError):
+    """A run with this id is already stored (a result sent twice): the first one stays."""
+
+
 class Store:
     def __init__(self, project_root: str | Path, cap_bytes: int = DEFAULT_CAP_BYTES):
         self.root = Path(project_root) / ".trnlens"
@@ -125,7 +133,7 @@ class Store:
                     raise sqlite3.DatabaseError(f"integrity check: {verdict}")
             self._migrate()
             self._recover()
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, StoreError):
             db.close()
             raise
         except OSError as exc:
@@ -182,8 +190,10 @@ class Store:
                 )
                 self._db.execute(f"PRAGMA user_version = {DB_VERSION}")
         elif version > DB_VERSION:
-            raise RuntimeError(
-                f"{self.db_path} was written by a newer trnlens (store version {version})"
+            raise NewerStore(
+                f"the run store {self.db_path} was written by a newer trnlens (store version "
+                f"{version}, this one reads up to {DB_VERSION}): upgrade trnlens, or move "
+                f"{self.root} aside to start an empty store"
             )
 
     @contextmanager
@@ -203,21 +213,24 @@ class Store:
 
     def add(self, result: dict, comparison_id: str | None = None) -> str:
         """Stores one run (result JSON + whatever the agent left in staging/<run-id>/)."""
-        results.check(result)
+        results.check(result)  # the run id among the rest: it names folders below
         run_id = result["run_id"]
         try:
             self._still_there()
+            final = self.artifacts / run_id
+            if final.exists() or self.get(run_id) is not None:
+                raise RunExists(f"run {run_id} is already stored in {self.root}; kept the first")
             staged = self.staging / run_id
             staged.mkdir(parents=True, exist_ok=True)
             _write_atomic(staged / "result.json", json.dumps(result, indent=1))
-            final = self.artifacts / run_id
-            if final.exists():
-                raise FileExistsError(f"run {run_id} is already stored")
-            os.replace(staged, final)
+            try:
+                os.replace(staged, final)
+            except OSError:
+                if final.exists():  # another writer stored it between our check and the rename
+                    raise RunExists(f"run {run_id} is already stored in {self.root}") from None
+                raise
             _fsync_dir(self.artifacts)
             self._insert(result, comparison_id)
-        except FileExistsError:
-            raise
         except (OSError, sqlite3.DatabaseError) as exc:
             raise StoreError(
                 f"run {run_id} could not be stored in {self.root} ({exc}); earlier runs are "

@@ -13,6 +13,7 @@ import sys
 
 from trnlens import __version__
 from trnlens.cli import exitcodes
+from trnlens.store import StoreError
 
 # Subcommand modules, in the order `trnlens --help` lists them.
 SUBCOMMANDS = [
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trnlens: interrupted", file=sys.stderr)
         return 130
+    except StoreError as exc:  # any subcommand's store (a newer one, read-only, damaged)
+        print(f"trnlens: {exc}", file=sys.stderr)
+        return exitcodes.TARGET_UNUSABLE
 
 
 def entry() -> None:
