@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trnlens import project, results
-from trnlens.agent.protocol import SCHEMA_VERSION
+from trnlens.agent.protocol import RUN_DEFAULTS, SCHEMA_VERSION
 from trnlens.explorer import summary
 from trnlens.store import Store
 from trnlens.targets.base import redact
@@ -370,11 +370,11 @@ class ProfileRequest:
 
     variants: list[dict]  # {"path" (absolute or project-relative), "qualname", ...}
     project_root: Path
-    backend: str = "auto"
-    warmup: int = 3
-    steps: int = 5
-    repeats: int = 20
-    mode: str = "auto"
+    backend: str = RUN_DEFAULTS["backend"]
+    warmup: int = RUN_DEFAULTS["warmup"]
+    steps: int = RUN_DEFAULTS["steps"]
+    repeats: int = RUN_DEFAULTS["repeats"]
+    mode: str = RUN_DEFAULTS["mode"]
     device: str | None = None
     inputs: str | None = None
     files: dict[str, str] = field(default_factory=dict)  # unsaved buffers: path -> text

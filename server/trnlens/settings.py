@@ -24,17 +24,15 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI, when it 
     except ModuleNotFoundError:
         tomllib = None  # type: ignore[assignment]
 
+from trnlens.agent.protocol import BACKENDS, MODES, RUN_DEFAULTS
+
 LOCAL = "local"
 
 # Canonical key -> (default, type check). The docs' settings table lists the same keys.
 DEFAULTS: dict[str, Any] = {
     "target": LOCAL,
     "targets": {},
-    "backend": "auto",
-    "warmup": 3,
-    "steps": 5,
-    "repeats": 20,
-    "mode": "auto",
+    **RUN_DEFAULTS,  # backend, warmup, steps, repeats, mode
     "hotspotThreshold": 0.2,
     "hints.enabled": True,
     "rules.select": [],
@@ -45,8 +43,6 @@ DEFAULTS: dict[str, Any] = {
     "watch.enabled": True,
     "lenses.placement": "torch",
 }
-BACKENDS = ("auto", "cpu", "cuda", "neuron")
-MODES = ("auto", "inference", "training", "as-written")
 TARGET_KINDS = ("local", "ssh")
 # "torch": lenses on nn.Module classes, forward and functions using torch; "all": every function.
 LENS_PLACEMENTS = ("torch", "all")
@@ -64,7 +60,9 @@ class Layer:
 
 
 @dataclass(frozen=True)
-class Target:
+class TargetSettings:
+    """A target as the settings define it (its fields); ``jobs.Target`` is what runs on one."""
+
     name: str
     kind: str = "local"
     python: str | None = None
@@ -80,25 +78,26 @@ class Target:
 @dataclass(frozen=True)
 class Settings:
     target: str = LOCAL
-    targets: dict[str, Target] = field(default_factory=dict)
-    backend: str = "auto"
-    warmup: int = 3
-    steps: int = 5
-    repeats: int = 20
-    mode: str = "auto"
-    hotspot_threshold: float = 0.2
-    hints_enabled: bool = True
+    targets: dict[str, TargetSettings] = field(default_factory=dict)
+    backend: str = DEFAULTS["backend"]
+    warmup: int = DEFAULTS["warmup"]
+    steps: int = DEFAULTS["steps"]
+    repeats: int = DEFAULTS["repeats"]
+    mode: str = DEFAULTS["mode"]
+    hotspot_threshold: float = DEFAULTS["hotspotThreshold"]
+    hints_enabled: bool = DEFAULTS["hints.enabled"]
     rules_select: tuple[str, ...] = ()
     rules_ignore: tuple[str, ...] = ()
-    timeout_seconds: float = 600
-    regression_threshold: float = 0.1  # slowdown (share) from which a change can be a regression
-    baseline_ref: str = ""  # "" = the previous comparable run, else runs at this git ref
-    watch_enabled: bool = True
-    lens_placement: str = "torch"
+    timeout_seconds: float = DEFAULTS["timeoutSeconds"]
+    # slowdown (share) from which a change can be a regression
+    regression_threshold: float = DEFAULTS["regressionThreshold"]
+    baseline_ref: str = DEFAULTS["baselineRef"]  # "" = the previous comparable run, else a ref
+    watch_enabled: bool = DEFAULTS["watch.enabled"]
+    lens_placement: str = DEFAULTS["lenses.placement"]
     origins: dict[str, str] = field(default_factory=dict)  # key -> the layer that set it
     refused: dict[str, str] = field(default_factory=dict)  # key or target -> why it was dropped
 
-    def target_named(self, name: str | None = None) -> Target:
+    def target_named(self, name: str | None = None) -> TargetSettings:
         """The named (default: the selected) target; raises KeyError with a reason."""
         name = name or self.target
         if name in self.targets:
@@ -170,7 +169,7 @@ def resolve(layers: list[Layer], trusted: bool = True) -> Settings:
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
     refused: dict[str, str] = {}
-    targets: dict[str, Target] = {LOCAL: Target(LOCAL)}
+    targets: dict[str, TargetSettings] = {LOCAL: TargetSettings(LOCAL)}
     for layer in [Layer("defaults", DEFAULTS), *layers]:
         for key, value in layer.values.items():
             runs_something = key == "targets" or (key == "target" and value != LOCAL)
@@ -267,10 +266,10 @@ def _strings(merged: dict, key: str, origins: dict[str, str]) -> list[str]:
     return value
 
 
-def _check_targets(value: Any, origin: str) -> dict[str, Target]:
+def _check_targets(value: Any, origin: str) -> dict[str, TargetSettings]:
     if not isinstance(value, dict):
         raise SettingsError(f"trnlens.targets (from {origin}) must map names to target fields")
-    found: dict[str, Target] = {}
+    found: dict[str, TargetSettings] = {}
     for name, fields_ in value.items():
         if not isinstance(fields_, dict):
             raise SettingsError(f"trnlens.targets.{name} (from {origin}) must be a table")
@@ -284,7 +283,7 @@ def _check_targets(value: Any, origin: str) -> dict[str, Target]:
         env = fields_.pop("env", {}) or {}
         if not isinstance(env, dict):
             raise SettingsError(f"trnlens.targets.{name}.env must be a table")
-        found[str(name)] = Target(
+        found[str(name)] = TargetSettings(
             str(name), kind, python, {str(k): str(v) for k, v in env.items()}, fields_, origin
         )
     return found

@@ -23,14 +23,12 @@ from typing import Any
 from . import errors, inputs, loader, sources, steps
 from .compilelog import CompileLog
 from .measure import Cancelled, Measurer, Settings
-from .protocol import SCHEMA_VERSION
+from .protocol import MODES, RUN_DEFAULTS, SCHEMA_VERSION
 from .reloader import Reloader
 
 PROCESS_RELOADER = Reloader()
 
-DEFAULTS = {"backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "auto"}
-# auto: as-written when the function is a training step (steps.py), else inference.
-MODES = ("auto", "inference", "training", "as-written")
+DEFAULTS = RUN_DEFAULTS
 
 
 def new_run_id() -> str:

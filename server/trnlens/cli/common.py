@@ -8,13 +8,14 @@ import os
 import sys
 from pathlib import Path
 
-from trnlens import project, warm
+from trnlens import project, settings, warm
 from trnlens.cli import exitcodes, signals
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
 from trnlens.store import Store, StoreError
 from trnlens.targets import config
 from trnlens.targets.ssh import TargetError
 
+DEFAULTS = settings.DEFAULTS
 KIND_EXIT = {
     "usage": exitcodes.USAGE,
     "user_code": exitcodes.USER_CODE_FAILED,
@@ -31,7 +32,7 @@ class UsageError(Exception):
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
-        choices=["auto", "cpu", "cuda", "neuron"],
+        choices=list(settings.BACKENDS),
         help="where device time comes from (default: the target's, else auto: neuron, cuda, cpu)",
     )
     parser.add_argument(
@@ -40,15 +41,20 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="where to run: local (default) or a [tool.trnlens.targets.NAME] in pyproject.toml",
     )
     parser.add_argument("--device", help="device to run on, e.g. cuda:1 (default: the backend's)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up steps, not measured (3)")
-    parser.add_argument("--steps", type=int, default=5, help="profiled steps (5)")
+    # No argparse defaults below: a flag left out falls to [tool.trnlens], then the defaults
+    # (settings.DEFAULTS), the same layers the editor folds (see run_settings).
     parser.add_argument(
-        "--repeats", type=int, default=20, help="calls in the timing pass without the profiler (20)"
+        "--warmup", type=int, help=f"warm-up steps, not measured ({DEFAULTS['warmup']})"
+    )
+    parser.add_argument("--steps", type=int, help=f"profiled steps ({DEFAULTS['steps']})")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        help=f"calls in the timing pass without the profiler ({DEFAULTS['repeats']})",
     )
     parser.add_argument(
         "--mode",
-        default="auto",
-        choices=["auto", "inference", "training", "as-written"],
+        choices=list(settings.MODES),
         help="auto (default): as-written when the function calls backward or an optimizer's "
         "step, else inference; inference: inference_mode + eval(); training: forward + an added "
         "backward; as-written: grad enabled, nothing added (a whole training step)",
@@ -67,7 +73,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         metavar="SECONDS",
-        help="stop the run after this long (default: no limit)",
+        help="stop the run after this long (default: [tool.trnlens] timeout_seconds, else no "
+        "limit)",
     )
     parser.add_argument("--format", default="table", choices=["table", "json"])
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -93,14 +100,40 @@ def parse_spec(spec: str) -> tuple[Path, str]:
     return path, qualname
 
 
+def run_settings(args: argparse.Namespace, root: Path) -> settings.Settings:
+    """The run's settings, layered as in the editor: defaults < ``[tool.trnlens]`` in the
+    project's pyproject.toml < the command line's flags (there is no editor layer here).
+    Raises SettingsError naming the key and where its bad value came from."""
+    flags = {
+        "target": args.target, "backend": args.backend, "warmup": args.warmup,
+        "steps": args.steps, "repeats": args.repeats, "mode": args.mode,
+        "timeoutSeconds": args.timeout,
+    }  # fmt: skip
+    given = settings.Layer("command line", {k: v for k, v in flags.items() if v is not None})
+    return settings.resolve([settings.pyproject_layer(root), given])
+
+
 def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     """Runs the request; returns (outcome or None, exit code, store)."""
     try:
-        target = config.resolve(args.target, root, python=args.python)
+        chosen = run_settings(args, root)
+    except settings.SettingsError as exc:
+        print(f"trnlens: {exc}", file=sys.stderr)
+        return None, exitcodes.USAGE, None
+    try:
+        target = config.resolve(chosen.target, root, python=args.python)
     except TargetError as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
         return None, exitcodes.USAGE, None
-    backend = args.backend or getattr(target, "backend", None) or "auto"
+    backend = chosen.backend
+    own = getattr(target, "backend", None)  # a target's backend is more specific than the
+    if own not in (None, "auto") and chosen.origins.get("backend") != "command line":  # project's
+        backend = own
+    # The editor needs a limit (nobody may be watching); the terminal runs until done or Ctrl-C
+    # unless a flag or the project says otherwise.
+    timeout = chosen.timeout_seconds
+    if chosen.origins.get("timeoutSeconds") == "defaults":
+        timeout = None
     try:
         store = Store(root)
     except StoreError as exc:
@@ -109,9 +142,9 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     if store.recovered:
         print(f"trnlens: warning: {store.recovered}", file=sys.stderr)
     request = ProfileRequest(
-        variants=variants, project_root=root, backend=backend, warmup=args.warmup,
-        steps=args.steps, repeats=args.repeats, mode=args.mode, device=args.device,
-        inputs=args.inputs, timeout_s=args.timeout,
+        variants=variants, project_root=root, backend=backend, warmup=chosen.warmup,
+        steps=chosen.steps, repeats=chosen.repeats, mode=chosen.mode, device=args.device,
+        inputs=args.inputs, timeout_s=timeout,
     )  # fmt: skip
 
     def progress(message: dict) -> None:
@@ -121,7 +154,7 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
 
     try:
         if args.warm is not None:
-            work = warm.run_warm(request, args.target or "local", args.python, args.warm, progress)
+            work = warm.run_warm(request, chosen.target, args.python, args.warm, progress)
         else:
             work = run_profile(request, store, target, on_progress=progress)
         outcome = signals.run(work)

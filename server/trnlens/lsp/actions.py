@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from trnlens.lsp.analysis import Analysed
+from trnlens.lsp.command_ids import MEASURE_FIX
 from trnlens.lsp.documents import ProfiledDocument
 
 if TYPE_CHECKING:
     from trnlens.lsp.server import TrnlensServer
 
-MEASURE_FIX = "trnlens.server.measureFix"
 KINDS = [types.CodeActionKind.QuickFix]
 
 

@@ -32,6 +32,7 @@ from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, fix_variants, fixable
 from trnlens.lsp import compiled, format
 from trnlens.lsp import measured as measured_findings
+from trnlens.lsp.command_ids import CANCEL, COMPARE
 from trnlens.lsp.diagnostics import SOURCE
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.run_findings import static_verdict
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.15
-COMPARE = "trnlens.server.compare"
-CANCEL = "trnlens.server.cancel"
 _BREAKS = re.compile(r"\r\n|\r|\n")  # LSP's line breaks (not str.splitlines' many)
 
 

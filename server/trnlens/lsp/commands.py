@@ -12,19 +12,20 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from trnlens.lsp.analysis import RunFailed
+from trnlens.lsp.command_ids import (
+    CANCEL,
+    CLEAR_RESULTS,
+    COMPARE,
+    MEASURE_FIX,
+    OPEN_EXPLORER,
+    PROFILE,
+    REPORT,
+    SELECT_TARGET,
+)  # fmt: skip
 from trnlens.lsp.runs import RequestRefused
 
 if TYPE_CHECKING:
     from trnlens.lsp.server import TrnlensServer
-
-PROFILE = "trnlens.server.profile"
-CANCEL = "trnlens.server.cancel"
-SELECT_TARGET = "trnlens.server.selectTarget"
-CLEAR_RESULTS = "trnlens.server.clearResults"
-COMPARE = "trnlens.server.compare"
-MEASURE_FIX = "trnlens.server.measureFix"
-OPEN_EXPLORER = "trnlens.server.openExplorer"
-REPORT = "trnlens.server.report"
 
 
 class CommandError(Exception):
@@ -55,13 +56,13 @@ async def profile(server: TrnlensServer, *args: Any) -> dict:
 async def compare(server: TrnlensServer, *args: Any) -> dict:
     """{uri, qualname, target?} -> the comparison of the original, each analysis fix and the
     compiled original (answered once the run is over; see ``analysis.summarize``)."""
-    return await _compare(server, "trnlens.server.compare", _argument(args), with_code=False)
+    return await _compare(server, COMPARE, _argument(args), with_code=False)
 
 
 async def measure_fix(server: TrnlensServer, *args: Any) -> dict:
     """{uri, qualname, code?} -> like compare, with only the fix of ``code`` (default: every
     fix in the function)."""
-    return await _compare(server, "trnlens.server.measureFix", _argument(args), with_code=True)
+    return await _compare(server, MEASURE_FIX, _argument(args), with_code=True)
 
 
 async def _compare(server: TrnlensServer, name: str, arg: dict, with_code: bool) -> dict:

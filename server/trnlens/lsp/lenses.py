@@ -21,13 +21,12 @@ from typing import Any
 from lsprotocol import types
 
 from trnlens.lsp import compiled, format, run_findings
+from trnlens.lsp.command_ids import CANCEL, PROFILE
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.placement import wants_lens
 from trnlens.results import Result
 from trnlens.settings import LOCAL
 
-PROFILE = "trnlens.server.profile"
-CANCEL = "trnlens.server.cancel"
 KIND = "profile"  # data.kind of an unresolved Profile lens (the compare lenses have their own)
 
 # (uri, qualname) -> "running: measuring" / "queued (#2)", or None when no job is pending.

@@ -17,13 +17,12 @@ from urllib.parse import quote
 from lsprotocol import types
 
 from trnlens.lsp import markdown
+from trnlens.lsp.command_ids import REPORT
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.report import build
 
 if TYPE_CHECKING:
     from trnlens.lsp.server import TrnlensServer
-
-REPORT = "trnlens.server.report"
 
 
 class ReportRefused(Exception):

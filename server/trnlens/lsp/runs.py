@@ -27,7 +27,7 @@ from trnlens.lsp.documents import analyse
 from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
 from trnlens.results import Result, SchemaMismatch
-from trnlens.settings import Settings, SettingsError, Target
+from trnlens.settings import Settings, SettingsError, TargetSettings
 from trnlens.store import StoreError
 from trnlens.targets import config as targets_config
 from trnlens.targets.local import LocalTarget
@@ -96,7 +96,9 @@ class Runs:
             await self._begin(job, title or f"Compare {qualname}", root, path)
         return job, new  # type: ignore[return-value]
 
-    def _check(self, uri: str, qualname: str, target_name: str | None) -> tuple[Path, Path, Target]:
+    def _check(
+        self, uri: str, qualname: str, target_name: str | None
+    ) -> tuple[Path, Path, TargetSettings]:
         """Refuses (RequestRefused) what cannot run: bad settings, an untrusted workspace, an
         unknown target, a function the file does not have."""
         path = self.server.path_of(uri)
@@ -233,7 +235,9 @@ class Runs:
                 doc.release(mark)
             _settle(job, error="the run ended without a result (see the server log)")
 
-    async def _run(self, job: Job, settings: Settings, target: Target, progress: RunProgress):
+    async def _run(
+        self, job: Job, settings: Settings, target: TargetSettings, progress: RunProgress
+    ):
         root: Path = job.context["root"]
         variants = job.context.get("variants") or [
             {"path": str(job.context["path"]), "qualname": job.qualname}
@@ -323,7 +327,7 @@ def latest_profile(store, path: str, qualname: str) -> dict | None:
     return None
 
 
-def _allowed_target(settings: Settings, name: str | None) -> Target:
+def _allowed_target(settings: Settings, name: str | None) -> TargetSettings:
     try:
         target = settings.target_named(name)
     except KeyError as exc:
@@ -335,7 +339,7 @@ def _allowed_target(settings: Settings, name: str | None) -> Target:
     return target
 
 
-def _build_target(target: Target, root: Path) -> LocalTarget | SshTarget:
+def _build_target(target: TargetSettings, root: Path) -> LocalTarget | SshTarget:
     """The runnable target for a settings entry (local, or SSH with the issue's fields)."""
     if target.is_local:
         return LocalTarget(name=target.name, python=_interpreter(target, root), env=target.env)
@@ -348,7 +352,7 @@ def _build_target(target: Target, root: Path) -> LocalTarget | SshTarget:
     return built
 
 
-def _interpreter(target: Target, root: Path) -> str | None:
+def _interpreter(target: TargetSettings, root: Path) -> str | None:
     python = target.python
     if python and not Path(python).is_absolute() and ("/" in python or "\\" in python):
         return str(root / python)  # a path inside the project, such as .venv/bin/python

@@ -28,7 +28,7 @@ from pygls.uris import from_fs_path
 
 from trnlens import history
 from trnlens.agent import sources
-from trnlens.lsp import format
+from trnlens.lsp import command_ids, format
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.runs import latest_profile
 from trnlens.results import Result, SchemaMismatch
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STALE_CHANGED = "trnlens/staleChanged"
-HISTORY_COMMAND = "trnlens.server.history"
+HISTORY_COMMAND = command_ids.HISTORY
 MAX_FILE_BYTES = 2_000_000  # larger "Python" files (generated data) are not analysed
 
 
