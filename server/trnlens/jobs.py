@@ -444,13 +444,22 @@ async def run_profile(
     for run in outcome["variants"] if "variants" in outcome else [outcome]:
         # Neuron: Explorer's device summary (MFU, MBU, advice) joins the run before it is stored.
         await asyncio.to_thread(summary.attach, run, store.staging_dir() / run["run_id"])
-    if "variants" in outcome:
-        comparison_id = outcome["variants"][0]["run_id"]
-        for variant in outcome["variants"]:
-            store.add(variant, comparison_id=comparison_id)
-    else:
-        store.add(outcome)
+    await asyncio.to_thread(_store_outcome, store.root.parent, store.cap_bytes, outcome)
     return outcome
+
+
+def _store_outcome(project_root: Path, cap_bytes: int, outcome: dict) -> None:
+    """Stores every run of ``outcome``, in a worker thread on a connection of its own: storing
+    fsyncs and then walks the whole artifacts tree for the size cap, which the language
+    server's loop must not wait on (and a sqlite connection stays in the thread that opened
+    it). Readers on other connections see the rows once committed (WAL)."""
+    with Store(project_root, cap_bytes=cap_bytes) as own:
+        if "variants" in outcome:
+            comparison_id = outcome["variants"][0]["run_id"]
+            for variant in outcome["variants"]:
+                own.add(variant, comparison_id=comparison_id)
+        else:
+            own.add(outcome)
 
 
 async def _run_with_retry(request, store, target, agent, on_progress) -> dict:

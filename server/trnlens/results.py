@@ -36,9 +36,11 @@ def required() -> tuple[str, ...]:
     return tuple(_defs()["result"]["required"])
 
 
-# A run id names a folder under .trnlens/: results come from remote hosts, so the id must be the
-# agent's own form (no separator, no '..') before anything turns it into a path.
-RUN_ID = re.compile(_defs()["result"]["properties"]["run_id"]["pattern"])
+# A run id names a folder under .trnlens/ and results come from remote hosts: before anything
+# turns one into a path it must be one plain folder name (no separator, no '..', not hidden).
+# The agent's ids (the schema's pattern, 20260101T120000-0123abcd) are a narrower form; ids
+# derived from them (tests, tools) stay readable.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _JSON_TYPES = {
     "object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
     "boolean": bool, "null": type(None),
@@ -75,10 +77,10 @@ def check(obj: Any) -> dict:
     _check_fields(obj, _defs()["result"], "result")
     _check_fields(obj["function"], _defs()["result"]["properties"]["function"], "function")
     run_id = obj["run_id"]
-    if not RUN_ID.fullmatch(run_id):
+    if not RUN_ID.fullmatch(run_id) or ".." in run_id:
         raise SchemaMismatch(
             f"result run_id {run_id!r} is not a run id (like 20260101T120000-0123abcd): "
-            "refused, it would name a folder under .trnlens/"
+            "refused, it names a folder under .trnlens/"
         )
     return obj
 

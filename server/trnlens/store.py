@@ -91,6 +91,29 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot create the run store in {self.root}: {exc}") from None
 
+    @classmethod
+    def reader(cls, project_root: str | Path) -> Store:
+        """A read-only store on a connection of the calling thread's own, for work off the
+        language server's loop (a sqlite connection stays in the thread that opened it). No
+        layout, check or recovery: the store must exist (StoreError when it does not)."""
+        self = cls.__new__(cls)
+        self.root = Path(project_root) / ".trnlens"
+        self.artifacts = self.root / "artifacts"
+        self.staging = self.root / "staging"
+        self.cap_bytes = DEFAULT_CAP_BYTES
+        self.db_path = self.root / "runs.sqlite"
+        self.recovered = None
+        try:
+            _refuse_symlink(self.root)
+            self._db = sqlite3.connect(
+                f"{self.db_path.resolve().as_uri()}?mode=ro", uri=True, timeout=30
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot read the run store {self.db_path}: {exc}") from None
+        self._db.row_factory = sqlite3.Row
+        self._inode = _inode(self.db_path)
+        return self
+
     def _make_layout(self) -> None:
         for directory in (self.root, self.artifacts, self.staging):
             _refuse_symlink(directory)

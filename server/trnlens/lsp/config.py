@@ -8,6 +8,7 @@ target chosen with ``trnlens.server.selectTarget`` wins over everything for this
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,11 @@ log = logging.getLogger(__name__)
 
 
 class Config:
+    """Read by the loop and by the file watcher's thread (settings of the files it analyses):
+    the caches below change under ``_lock``, and readers get copies."""
+
     def __init__(self) -> None:
+        self._lock = threading.RLock()
         self.trusted = True
         self.initialization = Layer("initializationOptions", {})
         self.client = Layer("workspace/configuration", {})
@@ -36,6 +41,10 @@ class Config:
         self.client = settings_.client_layer(values, "workspace/configuration")
 
     def pyproject(self, root: Path) -> Layer:
+        with self._lock:
+            return self._pyproject_layer(root)
+
+    def _pyproject_layer(self, root: Path) -> Layer:
         path = root / "pyproject.toml"
         try:
             mtime = path.stat().st_mtime
@@ -59,6 +68,15 @@ class Config:
 
     def settings_for(self, root: Path) -> Settings:
         """Never raises: lenses and hints fall back to the defaults and remember the problem."""
+        with self._lock:
+            return self._settings_for(root)
+
+    def problem_items(self) -> list[tuple[Path, str]]:
+        """(root, the last settings error there), a copy the watcher's thread cannot change."""
+        with self._lock:
+            return list(self.problems.items())
+
+    def _settings_for(self, root: Path) -> Settings:
         try:
             found = self.resolve(root)
         except SettingsError as exc:

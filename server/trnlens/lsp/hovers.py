@@ -18,6 +18,20 @@ from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
 MAX_OPS = 15
+# A stored run's folder does not change (pruning only removes what these lines would list, and
+# a pruned run's hover then still names its files): walked once per run, in a worker thread.
+_NEURON_LINES: dict[Path, list[str]] = {}
+_NEURON_LINES_KEPT = 512
+
+
+def placement_at(doc: ProfiledDocument, position: types.Position) -> Placement | None:
+    """The placed run a hover at ``position`` talks about (a measured line's, or its def's)."""
+    for line, _, placement in doc.line_figures():
+        if line == position.line:
+            return placement
+    analysis = doc.analysis()
+    symbol = analysis.symbol_at(position.line) if analysis else None
+    return doc.placements.get(symbol.qualname) if symbol else None
 
 
 def hover(
@@ -26,12 +40,22 @@ def hover(
     for line, entry, placement in doc.line_figures():
         if line == position.line:
             return _markdown(_line_table(entry, placement) + _footer(doc, placement, artifacts))
-    analysis = doc.analysis()
-    symbol = analysis.symbol_at(position.line) if analysis else None
-    placement = doc.placements.get(symbol.qualname) if symbol else None
+    placement = placement_at(doc, position)
     if placement is None:
         return None
     return _markdown(_function_table(placement) + _footer(doc, placement, artifacts))
+
+
+def neuron_lines(run_dir: Path) -> list[str]:
+    """The run's Neuron lines, kept once walked (the server calls this in a worker thread before
+    answering a hover, so that the hover itself finds them here)."""
+    found = _NEURON_LINES.get(run_dir)
+    if found is None:
+        found = _neuron_lines(run_dir)
+        if len(_NEURON_LINES) >= _NEURON_LINES_KEPT:
+            _NEURON_LINES.clear()
+        _NEURON_LINES[run_dir] = found
+    return found
 
 
 def _markdown(text: str) -> types.Hover:
@@ -122,7 +146,7 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
             lines.append("")
             lines.append(f"[chrome trace]({path.as_uri()}) (open in Perfetto or chrome://tracing)")
     if artifacts is not None:
-        lines.extend(_neuron_lines(artifacts / placement.result.run_id))
+        lines.extend(neuron_lines(artifacts / placement.result.run_id))
         lines.extend(["", report_link(doc, placement)])
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import itertools
 import logging
 from collections.abc import Callable
@@ -187,7 +188,7 @@ class TrnlensServer(LanguageServer):
         meanwhile run on the defaults)."""
         for root in self.roots():
             self.config.settings_for(root)
-        for root, problem in self.config.problems.items():
+        for root, problem in self.config.problem_items():
             if self._told.get(root) != problem:
                 self._told[root] = problem
                 message = f"trnlens settings: {problem}; using the defaults"
@@ -218,6 +219,18 @@ def _guard(default: Any) -> Callable[[F], F]:
     """Logs a feature's failure and answers ``default``: the other features keep working."""
 
     def wrap(handler: F) -> F:
+        if inspect.iscoroutinefunction(handler):
+
+            @functools.wraps(handler)
+            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await handler(*args, **kwargs)
+                except Exception:
+                    log.exception("%s failed", handler.__name__)
+                    return default
+
+            return guarded_async  # type: ignore[return-value]
+
         @functools.wraps(handler)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -330,12 +343,19 @@ def create_server() -> TrnlensServer:
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     @_guard(None)
-    def hover(ls: TrnlensServer, params: types.HoverParams) -> types.Hover | None:
+    async def hover(ls: TrnlensServer, params: types.HoverParams) -> types.Hover | None:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None:
             return None
         store = ls.store(doc.root)
-        return hovers.hover(doc, params.position, store.artifacts if store else None)
+        artifacts = store.artifacts if store else None
+        placement = hovers.placement_at(doc, params.position) if artifacts else None
+        if placement is not None:  # its run folder's walk, once, off the loop
+            run_dir = artifacts / placement.result.run_id
+            await asyncio.to_thread(hovers.neuron_lines, run_dir)
+            if ls.documents.get(doc.uri) is not doc:
+                return None  # closed meanwhile
+        return hovers.hover(doc, params.position, artifacts)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def progress_cancel(ls: TrnlensServer, params: types.WorkDoneProgressCancelParams):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.runs import latest_profile
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings
+from trnlens.store import Store, StoreError
 from trnlens.watch import Batch, WorkspaceWatcher
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 STALE_CHANGED = "trnlens/staleChanged"
 HISTORY_COMMAND = command_ids.HISTORY
+HISTORY_WORKERS = 2  # git processes at once for lens histories
 MAX_FILE_BYTES = 2_000_000  # larger "Python" files (generated data) are not analysed
 
 
@@ -84,6 +87,24 @@ def analysis_diagnostics(doc: ProfiledDocument, settings: Settings) -> list[type
     return found
 
 
+def change_in_thread(
+    root: Path, run: dict, ref: str | None, threshold: float
+) -> history.Change | None:
+    """A run's change against its baseline, on a store connection of this thread's own."""
+    try:
+        store = Store.reader(root)
+    except StoreError:
+        return None
+    try:
+        fn = run["function"]
+        line = history.lineage(store, root, fn["path"], fn["qualname"],
+                               current_hash=fn.get("source_hash"))  # fmt: skip
+        base = history.baseline(history.history(store, line), run, ref, root)
+        return history.change(base, run, threshold) if base is not None else None
+    finally:
+        store.close()
+
+
 class Watching:
     def __init__(self, server: TrnlensServer):
         self.server = server
@@ -93,6 +114,12 @@ class Watching:
         self.stale: dict[str, frozenset[str]] = {}  # closed file uri -> its stale qualnames
         self.cursors: dict[Path, int] = {}  # root -> last store rowid seen
         self._changes: dict[tuple, history.Change | None] = {}
+        # Changes being worked out off the loop (git log --follow, git rev-list, the store's
+        # lineage queries: seconds in a large repository), by the key of _changes.
+        self._pending: set[tuple] = set()
+        self._generation = 0  # bumped when _changes is cleared: late answers are dropped
+        self._tasks: set[asyncio.Task] = set()
+        self._history_pool = ThreadPoolExecutor(HISTORY_WORKERS, thread_name_prefix="history")
 
     # -- life cycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -118,6 +145,9 @@ class Watching:
         for watcher in self.watchers.values():
             watcher.stop()
         self.watchers.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._history_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the watcher's thread: read and analyse closed files
     def _from_thread(self, root: Path, batch: Batch) -> None:
@@ -234,7 +264,7 @@ class Watching:
         if not rows:
             return 0
         self.cursors[root] = rows[-1][0]
-        self._changes.clear()  # baselines may have changed
+        self._forget_changes()  # baselines may have changed
         touched = set()
         newest = {(path, qualname) for _, _, path, qualname in rows}
         for doc in list(self.server.documents.values()):
@@ -262,25 +292,53 @@ class Watching:
 
     # -- history on lenses and diagnostics
     def change_for(self, doc: ProfiledDocument, result: Result) -> history.Change | None:
+        """The run's change against its baseline, once known; None until then (it is worked
+        out in a thread, and lenses and diagnostics are refreshed when it is ready) and when
+        there is no baseline."""
         settings = self.server.config.settings_for(doc.root)
         key = (result.run_id, settings.baseline_ref, settings.regression_threshold)
         if key in self._changes:
             return self._changes[key]
-        found = None
-        store = self.server.store(doc.root)
-        if store is not None and not result.error:
-            fn = result.data["function"]
-            line = history.lineage(store, doc.root, fn["path"], fn["qualname"],
-                                   current_hash=fn.get("source_hash"))  # fmt: skip
-            runs = history.history(store, line)
-            ref = settings.baseline_ref or None
-            base = history.baseline(runs, result.data, ref, doc.root)
-            if base is not None:
-                found = history.change(base, result.data, settings.regression_threshold)
+        if result.error or self.server.store(doc.root) is None:
+            self._changes[key] = None
+            return None
+        if key not in self._pending and self.loop is not None:
+            self._pending.add(key)
+            work = self._work_out(key, doc.root, result.data, settings, self._generation)
+            task = self.loop.create_task(work)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return None
+
+    async def _work_out(
+        self, key: tuple, root: Path, run: dict, settings: Settings, generation: int
+    ) -> None:
+        args = (root, run, settings.baseline_ref or None, settings.regression_threshold)
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(
+                self._history_pool, change_in_thread, *args
+            )
+        except Exception:
+            log.exception("history of %s failed", run["function"].get("qualname"))
+            found = None
+        finally:
+            self._pending.discard(key)
+        if generation != self._generation:
+            return  # new runs arrived meanwhile: the next lens or diagnostic asks again
         if len(self._changes) > 2000:
             self._changes.clear()
         self._changes[key] = found
-        return found
+        if found is None:
+            return  # nothing to show: lenses and diagnostics already say nothing
+        self.server.refresh_lenses()
+        for uri, doc in list(self.server.documents.items()):
+            if doc.root == root:
+                self.server.publish(uri)
+
+    def _forget_changes(self) -> None:
+        self._changes.clear()
+        self._pending.clear()
+        self._generation += 1
 
     def lens_label(self, doc: ProfiledDocument, result: Result) -> str | None:
         """``−42% vs previous`` (``vs main`` against a baseline ref); None without a baseline."""
@@ -340,9 +398,10 @@ class Watching:
             )
         return found
 
-    def history_command(self, argument: Any) -> dict:
+    async def history_command(self, argument: Any) -> dict:
         """``trnlens.server.history {uri, qualname}``: the function's runs (renames included),
-        each with its change against the previous comparable run; and whether it is stale."""
+        each with its change against the previous comparable run; and whether it is stale.
+        The lineage (git, the store, files on disk) is worked out in a thread."""
         argument = argument if isinstance(argument, dict) else {}
         uri, qualname = argument.get("uri"), argument.get("qualname")
         if not isinstance(uri, str) or not isinstance(qualname, str):
@@ -352,13 +411,10 @@ class Watching:
         path = self.server.path_of(uri)
         doc = self.server.documents.get(uri)
         root, relpath = (doc.root, doc.relpath) if doc else self.server.root_and_relpath(path)
-        if doc is not None and doc.analysis() is not None:
+        current: str | None = None  # an open document's; else read from disk in the thread
+        from_buffer = doc is not None and doc.analysis() is not None
+        if from_buffer:
             current = doc.analysis().source_hash(qualname)
-        else:
-            try:
-                current = file_hashes(path.read_text("utf-8")).get(qualname)
-            except (OSError, UnicodeDecodeError):
-                current = None
         answer: dict[str, Any] = {
             "identity": f"{relpath}::{qualname}",
             "aliases": [],
@@ -366,15 +422,40 @@ class Watching:
             "stale": None,
             "watching": root.resolve() in {r.resolve() for r in self.watchers},
         }
-        store = self.server.store(root)
-        if store is None:
+        if self.server.store(root) is None:
             return answer
+        threshold = self.server.config.settings_for(root).regression_threshold
+        work = (history_answer, answer, path, root, relpath, qualname, current, from_buffer)
+        work += (threshold,)
+        return await asyncio.get_running_loop().run_in_executor(self._history_pool, *work)
+
+
+def history_answer(
+    answer: dict[str, Any],
+    path: Path,
+    root: Path,
+    relpath: str,
+    qualname: str,
+    current: str | None,
+    from_buffer: bool,
+    threshold: float,
+) -> dict[str, Any]:
+    """The history command's runs (in a worker thread, on a store connection of its own)."""
+    if not from_buffer:
+        try:
+            current = file_hashes(path.read_text("utf-8")).get(qualname)
+        except (OSError, UnicodeDecodeError):
+            current = None
+    try:
+        store = Store.reader(root)
+    except StoreError:
+        return answer
+    try:
         line = history.lineage(store, root, relpath, qualname, current_hash=current)
         runs = history.history(store, line)
-        settings = self.server.config.settings_for(root)
         for run in runs:
             base = history.previous_comparable(runs, run)
-            change = history.change(base, run, settings.regression_threshold) if base else None
+            change = history.change(base, run, threshold) if base else None
             fn = run["function"]
             answer["runs"].append(
                 {
@@ -395,6 +476,8 @@ class Watching:
         if runs:
             answer["stale"] = current is None or runs[0]["function"].get("source_hash") != current
         return answer
+    finally:
+        store.close()
 
 
 def install(server: TrnlensServer) -> Watching:
@@ -406,7 +489,7 @@ def install(server: TrnlensServer) -> Watching:
     @server.command(HISTORY_COMMAND)
     async def history_command(ls: Any, *args: Any) -> dict:  # pygls reads these hints
         try:
-            return watching.history_command(args[0] if args else None)
+            return await watching.history_command(args[0] if args else None)
         except Exception as exc:
             from trnlens.lsp.commands import CommandError
 
