@@ -489,7 +489,8 @@ async def _run_once(request, store, target, agent, on_progress) -> dict:
         if not agent.alive():
             await agent.start()
         try:
-            staged = await target.stage(request.payload(store, target.name), store)
+            payload = await asyncio.to_thread(request.payload, store, target.name)  # runs git
+            staged = await target.stage(payload, store)
         except TargetError as exc:
             raise _failure("environment", str(exc)) from None
         outcome = await agent.request(staged.payload, on_progress)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -183,19 +185,33 @@ async def editor(root: Path, options: dict | None = None) -> AsyncIterator[Edito
         session.questions.append(params)
         return types.MessageActionItem(title=session.pick) if session.pick else None
 
-    await client.start_io(*SERVER, cwd=str(root))
-    await client.initialize_session(
-        types.InitializeParams(
-            capabilities=capabilities(),
-            root_uri=root.as_uri(),
-            workspace_folders=[types.WorkspaceFolder(root.as_uri(), root.name)],
-            initialization_options=options if options is not None else dict(FAST),
-        )
-    )
+    # The loop guard's findings (tests/lsp/loop_guard.py): a blocking call or a CPU stall on the
+    # server's event loop fails the test.
+    handle, stalls = tempfile.mkstemp(prefix="trnlens-loop-guard-", suffix=".log")
+    os.close(handle)
+    env = {**os.environ, "TRNLENS_LOOP_GUARD": stalls}
     try:
+        await client.start_io(*SERVER, cwd=str(root), env=env)
+    except BaseException:
+        os.unlink(stalls)
+        raise
+    try:
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=root.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(root.as_uri(), root.name)],
+                initialization_options=options if options is not None else dict(FAST),
+            )
+        )
         yield session
     finally:
-        await client.shutdown_session()
-        await client.stop()
+        try:
+            await client.shutdown_session()
+            await client.stop()
+        finally:
+            found = Path(stalls).read_text("utf-8")
+            os.unlink(stalls)
         server = client._server
         assert server is None or server.returncode != TORCH_LOADED, "the server imported torch"
+        assert not found, f"the server's event loop was blocked:\n{found}"
