@@ -11,7 +11,14 @@ trnlens as it was at ``--against REV`` (default: the merge base with main, extra
 and for this tree, in one run, and prints one table with p50/p95 per request, phase and version,
 the lens counts and the server's resident memory.
 
-    python bench/bench_lsp.py [--samples 200] [--lines 2000] [--against REV]
+Loop lag: the project is a git repository with ``--commits`` commits (10,000 by default, written
+with ``git fast-import`` in a second or two), the model file renamed halfway, so that a lens's
+history (``git log --follow``) walks all of them. The server runs under ``loop_probe.py``, a
+heartbeat on its event loop every 5 ms; the table gives how late the beats ran (p50, p99, max)
+and how many were over 20 ms (the goal: none), per phase: the first run and its placement, the
+idle requests, and the requests while the second profile runs.
+
+    python bench/bench_lsp.py [--samples 200] [--lines 2000] [--commits 10000] [--against REV]
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import asyncio
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +99,55 @@ def model_source(lines: int) -> str:
     return "".join(parts)
 
 
+STALL_S = 0.020  # the goal: no beat of the loop later than this
+PROBE = Path(__file__).resolve().parent / "loop_probe.py"
+
+
+def git_history(root: Path, text: str, commits: int) -> float:
+    """Makes ``root`` a git repository of ``commits`` commits in which ``model.py`` (``text``)
+    was ``old_model.py`` for the first half; returns the seconds it took."""
+    started = time.perf_counter()
+    data = text.encode()
+    stream: list[bytes] = []
+    for i in range(commits):
+        message = f"commit {i}\n".encode()
+        note = f"{i}\n".encode()
+        stream.append(b"commit refs/heads/main\n")
+        when = 1_700_000_000 + i
+        stream.append(f"mark :{i + 1}\ncommitter B <b@example.com> {when} +0000\n".encode())
+        stream.append(b"data %d\n%s" % (len(message), message))
+        if i:
+            stream.append(f"from :{i}\n".encode())
+        if i == 0:
+            stream.append(b"M 100644 inline old_model.py\ndata %d\n%s\n" % (len(data), data))
+        if i == commits // 2:
+            stream.append(b"R old_model.py model.py\n")
+        stream.append(b"M 100644 inline notes.txt\ndata %d\n%s\n" % (len(note), note))
+    git = ["git", "-C", str(root), "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "fast-import", "--quiet"], input=b"".join(stream), check=True)
+    subprocess.run([*git, "checkout", "-q", "-f", "main"], check=True)
+    return time.perf_counter() - started
+
+
+def lag_stats(beats: list[tuple[float, float]], windows: list[tuple[float, float]]) -> dict:
+    lags = [lag for t, lag in beats if any(a <= t <= b for a, b in windows)]
+    if not lags:
+        return {"beats": 0}
+    return {
+        "beats": len(lags), "p50": percentile(lags, 0.5), "p99": percentile(lags, 0.99),
+        "max": max(lags), "stalls": sum(lag > STALL_S for lag in lags),
+    }  # fmt: skip
+
+
+def read_beats(path: Path) -> list[tuple[float, float]]:
+    beats = []
+    for line in path.read_text().splitlines():
+        t, lag = line.split()
+        beats.append((float(t), float(lag)))
+    return beats
+
+
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -104,7 +161,8 @@ def rss_mb(pid: int) -> float:
 
 
 class Bench:
-    def __init__(self, root: Path, text: str, env: dict[str, str]):
+    def __init__(self, root: Path, text: str, env: dict[str, str], lag_file: Path):
+        self.lag_file = lag_file
         self.root = root
         self.env = env
         self.text = text
@@ -113,7 +171,7 @@ class Bench:
         self.lines = text.count("\n")
 
     async def start(self) -> None:
-        server = [sys.executable, "-m", "trnlens", "serve"]
+        server = [sys.executable, str(PROBE), str(self.lag_file), "serve"]
         await self.client.start_io(*server, cwd=str(self.root), env=self.env)
         caps = types.ClientCapabilities(
             window=types.WindowClientCapabilities(work_done_progress=True)
@@ -195,31 +253,49 @@ class Bench:
         await self.client.stop()
 
 
-async def measure(text: str, samples: int, env: dict[str, str]) -> dict:
+async def measure(text: str, samples: int, env: dict[str, str], commits: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "project"
+        root.mkdir()
         (root / "pyproject.toml").write_text('[project]\nname = "bench"\n')
         (root / "model.py").write_text(text)
-        bench = Bench(root, text, env)
+        built = git_history(root, text, commits) if commits else 0.0
+        bench = Bench(root, text, env, Path(tmp) / "lag.txt")
         await bench.start()
         rss = {"started": rss_mb(bench.pid)}
         lenses = await bench.lens_count()
+        windows: dict[str, list[tuple[float, float]]] = {}
+        start = time.monotonic()
         await bench.wait_end(await bench.profile("rmsnorm_naive"))  # figures to render
+        for _ in range(20):  # the editor resolves the new lens (its history: git log --follow)
+            await bench.time_requests(1)
+            await asyncio.sleep(0.05)
+        windows["first run, placed"] = [(start, time.monotonic())]
         rss["after a run"] = rss_mb(bench.pid)
 
+        start = time.monotonic()
         idle = await bench.time_requests(samples)
+        windows["idle requests"] = [(start, time.monotonic())]
         token = await bench.profile("busy")
         while not any(
             getattr(r, "message", "") and r.message.startswith(("warm-up", "measuring"))
             for r in bench.client.progress_reports.get(token, [])
         ):
             await asyncio.sleep(0.05)
+        start = time.monotonic()
         busy = await bench.time_requests(samples)
         overlapped = not bench.ended(token)  # the whole busy sample ran during the profile
         rss["during a run"] = rss_mb(bench.pid)
         await bench.wait_end(token)
+        for _ in range(20):  # and the second run's lens
+            await bench.time_requests(1)
+        windows["profiling + lenses"] = [(start, time.monotonic())]
         await bench.stop()
-    return {"idle": idle, "busy": busy, "rss": rss, "lenses": lenses, "overlapped": overlapped}
+        beats = read_beats(bench.lag_file)
+    lag = {name: lag_stats(beats, spans) for name, spans in windows.items()}
+    lag["whole session"] = lag_stats(beats, [(beats[0][0], beats[-1][0])] if beats else [])
+    return {"idle": idle, "busy": busy, "rss": rss, "lenses": lenses, "overlapped": overlapped,
+            "lag": lag, "git_s": built}  # fmt: skip
 
 
 def in_process(text: str, samples: int) -> list[float]:
@@ -245,13 +321,13 @@ def in_process(text: str, samples: int) -> list[float]:
     return timings[1:]  # the first builds the cache
 
 
-async def main(samples: int, lines: int, against: str) -> None:
+async def main(samples: int, lines: int, against: str, commits: int) -> None:
     text = model_source(lines)
     with tempfile.TemporaryDirectory() as tmp:
         before_env = {**os.environ, "PYTHONPATH": str(extract(against, Path(tmp)))}
         load = os.getloadavg()[0]
-        before = await measure(text, samples, before_env)
-        after = await measure(text, samples, dict(os.environ))
+        before = await measure(text, samples, before_env, commits)
+        after = await measure(text, samples, dict(os.environ), commits)
         load = max(load, os.getloadavg()[0])
     print(
         f"trnlens language server, {text.count(chr(10))}-line model file, {samples} samples; "
@@ -279,6 +355,26 @@ async def main(samples: int, lines: int, against: str) -> None:
         f"codeLens handler + serialisation in process (after, no run placed): p50 "
         f"{statistics.median(own) * 1000:.2f} ms, p95 {percentile(own, 0.95) * 1000:.2f} ms"
     )
+    print(
+        f"\nevent-loop lag (a 5 ms heartbeat's lateness), repository of {commits} commits "
+        f"(built by git fast-import in {after['git_s']:.1f} s); goal: no beat over "
+        f"{STALL_S * 1000:.0f} ms. Wall-clock figures: a loaded machine delays beats too (load "
+        f"above), so compare before and after of the same run"
+    )
+    print(
+        f"{'phase':<20} {'version':<7} {'beats':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
+        f"{'>20 ms':>7}"
+    )
+    for phase in after["lag"]:
+        for version, found in (("before", before), ("after", after)):
+            s = found["lag"].get(phase, {"beats": 0})
+            if not s["beats"]:
+                print(f"{phase:<20} {version:<7} {0:>6}")
+                continue
+            print(
+                f"{phase:<20} {version:<7} {s['beats']:>6} {s['p50'] * 1000:>7.2f} "
+                f"{s['p99'] * 1000:>7.2f} {s['max'] * 1000:>8.1f} {s['stalls']:>7}"
+            )
     for version, found in (("before", before), ("after", after)):
         if not found["overlapped"]:
             print(f"({version}: the profile ended before the last busy sample: raise busy's loop)")
@@ -290,6 +386,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--lines", type=int, default=2000)
+    parser.add_argument("--commits", type=int, default=10_000, help="git history of the project")
     parser.add_argument("--against", default=None, help="git revision of the 'before' figures")
     args = parser.parse_args()
-    asyncio.run(main(args.samples, args.lines, args.against or merge_base()))
+    asyncio.run(main(args.samples, args.lines, args.against or merge_base(), args.commits))

@@ -1,4 +1,5 @@
-"""Times as people read them: one formatter for the editor and the terminal alike."""
+"""Figures as people read them (times, counts, shapes): one formatter for the editor, the terminal
+and the report alike."""
 
 from __future__ import annotations
 
@@ -22,3 +23,20 @@ def _sig(value: float) -> str:
     if value >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def count(n: float | None, noun: str) -> str:
+    n = int(round(n or 0))
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
+
+
+def shapes(input_shapes: list | None, limit: int = 2) -> str:
+    """A short text for an op's input shapes: ``[4, 512, 2048] · [2048]`` (first calls only)."""
+    if not input_shapes:
+        return ""
+    calls = []
+    for call in input_shapes[:limit]:
+        tensors = [str(list(s)) for s in call if isinstance(s, list) and s]
+        calls.append(", ".join(tensors))
+    text = " · ".join(c for c in calls if c)
+    return text + (" …" if len(input_shapes) > limit else "")

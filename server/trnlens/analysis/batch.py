@@ -9,19 +9,19 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from trnlens.analysis.atomic import write_atomic
 from trnlens.analysis.engine import analyse_source
 from trnlens.analysis.fixes import apply_edits
 from trnlens.analysis.model import Finding
 from trnlens.analysis.source import decode
 
-if TYPE_CHECKING:  # cache imports this module (write_atomic): no import cycle at run time
+if TYPE_CHECKING:
     from trnlens.analysis.cache import CheckCache
 
 # Below this many files a process pool costs more to start than it saves.
@@ -79,23 +79,6 @@ def check_file(
             result.fixed = 0
             result.findings = analyse_source(decoded.text, path, select, ignore)
     return result
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".trnlens-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if os.path.exists(path):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def default_jobs() -> int:

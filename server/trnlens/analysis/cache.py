@@ -23,7 +23,7 @@ from pathlib import Path
 
 import trnlens
 import trnlens.analysis
-from trnlens.analysis.batch import write_atomic
+from trnlens.analysis.atomic import write_atomic
 from trnlens.analysis.model import Finding
 from trnlens.targets.bundle import cache_dir
 

@@ -23,12 +23,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from trnlens.analysis.compile_decorators import is_compiled
 from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
+from trnlens.analysis.hostfacts import HostFacts, host_facts
 from trnlens.analysis.model import Finding, Location
 from trnlens.analysis.patterns import ModuleInfo, module_info
 from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Rule
-from trnlens.analysis.rules.graphbreaks import is_compiled
-from trnlens.analysis.rules.placement import HostFacts, host_facts
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
 

@@ -6,12 +6,9 @@ import datetime as dt
 
 from trnlens.agent import stability
 from trnlens.results import Result
-from trnlens.units import duration  # noqa: F401 - the editor and the CLI share one formatter
 
-
-def count(n: float | None, noun: str) -> str:
-    n = int(round(n or 0))
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
+# One formatter for the editor, the terminal and the report (re-exported for the features).
+from trnlens.units import count, duration, shapes  # noqa: F401
 
 
 def age(created_at: str, now: dt.datetime | None = None) -> str:
@@ -60,15 +57,3 @@ def headline(result: Result) -> str:
 def failure(error: dict) -> str:
     kind = error.get("type") or error.get("kind") or "error"
     return f"failed: {kind}"
-
-
-def shapes(input_shapes: list | None, limit: int = 2) -> str:
-    """A short text for an op's input shapes: ``[4, 512, 2048] · [2048]`` (first calls only)."""
-    if not input_shapes:
-        return ""
-    calls = []
-    for call in input_shapes[:limit]:
-        tensors = [str(list(s)) for s in call if isinstance(s, list) and s]
-        calls.append(", ".join(tensors))
-    text = " · ".join(c for c in calls if c)
-    return text + (" …" if len(input_shapes) > limit else "")

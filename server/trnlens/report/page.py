@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from importlib import resources
 
-from trnlens.lsp import format as lsp_format
+from trnlens import units
 from trnlens.report import escape, svg
 from trnlens.report.model import ReportModel, RunView
 from trnlens.results import Result
@@ -73,7 +73,7 @@ def _headline(view: RunView) -> str:
         )
     timing = r.get("timing") or {}
     cells = [
-        ("dispatches / step", lsp_format.count(r.get("dispatches_per_step"), "dispatch")),
+        ("dispatches / step", units.count(r.get("dispatches_per_step"), "dispatch")),
         (f"{Result(r).device_label} / step", duration(r.get("device_time_per_step_us"))),
         ("CPU / step", duration(r.get("cpu_time_per_step_us"))),
         ("wall / step", duration(r.get("wall_time_per_step_us"))),
@@ -109,7 +109,7 @@ def _comparison(model: ReportModel) -> str:
             "<tr>"
             f"<td>{E(view.label)}</td>"
             f"<td>{E((r.get('variant') or {}).get('kind'))}</td>"
-            f'<td class="num">{E(lsp_format.count(r.get("dispatches_per_step"), "dispatch"))}</td>'
+            f'<td class="num">{E(units.count(r.get("dispatches_per_step"), "dispatch"))}</td>'
             f'<td class="num">{E(duration(timing.get("median_us")))}</td>'
             f'<td class="num">{E(duration(timing.get("min_us")))} – '
             f"{E(duration(timing.get('max_us')))}</td>"
@@ -225,7 +225,7 @@ def _line_row(path, number, text, entry, total) -> str:
         f'<td class="num">{E(number)}</td>{code}'
         f'<td class="share">{svg.share_bar(share)} {share:.0%}</td>'
         f'<td class="num">{E(duration(entry.get("device_us")))}</td>'
-        f'<td class="num">{E(lsp_format.count(entry.get("dispatches"), "dispatch"))}</td></tr>'
+        f'<td class="num">{E(units.count(entry.get("dispatches"), "dispatch"))}</td></tr>'
     )
 
 
@@ -245,8 +245,8 @@ def _ops_section(view: RunView, prefix: str) -> str:
             (op.get("cpu_total_us") or 0, E(duration(op.get("cpu_total_us"))), "num"),
             (op.get("self_device_us") or 0, E(duration(op.get("self_device_us"))), "num"),
             (op.get("device_total_us") or 0, E(duration(op.get("device_total_us"))), "num"),
-            (lsp_format.shapes(op.get("input_shapes"), limit=3),
-             E(lsp_format.shapes(op.get("input_shapes"), limit=3)), "shapes"),
+            (units.shapes(op.get("input_shapes"), limit=3),
+             E(units.shapes(op.get("input_shapes"), limit=3)), "shapes"),
         ]  # fmt: skip
         rows.append(
             "<tr>"

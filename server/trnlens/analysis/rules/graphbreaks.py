@@ -19,9 +19,9 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from trnlens.analysis.rules.base import Context, FunctionNode, Match
+from trnlens.analysis.compile_decorators import is_compiled
+from trnlens.analysis.rules.base import Context, Match
 
-_COMPILERS = frozenset({"torch.compile", "torch._dynamo.optimize"})
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical"})
 _LOGGERS = frozenset({"logging", "log", "logger", "_log", "_logger", "LOGGER", "LOG"})
 _TO_PYTHON = frozenset({"item", "tolist", "numpy"})
@@ -35,15 +35,6 @@ _METADATA = frozenset({"shape", "ndim", "dtype", "device", "size", "dim", "numel
                        "requires_grad", "training", "is_floating_point"})  # fmt: skip
 _HOST_LIBRARIES = frozenset({"np", "numpy", "scipy"})
 SEVERITY = "info"
-
-
-def is_compiled(func: FunctionNode) -> bool:
-    """Decorated with ``torch.compile`` (bare or called with options)."""
-    for decorator in func.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if ast.unparse(target) in _COMPILERS:
-            return True
-    return False
 
 
 def _nodes(ctx: Context) -> Iterator[ast.AST]:

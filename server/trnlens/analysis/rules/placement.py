@@ -16,8 +16,8 @@ code alone and conservatively (unknown is never "host" or "device"):
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
+from trnlens.analysis.hostfacts import keyword_value, moved_to_host, names_cpu
 from trnlens.analysis.patterns import dotted, is_module_ref
 from trnlens.analysis.rules.base import Context
 
@@ -119,18 +119,6 @@ def names_device(node: ast.AST | None) -> bool:
     return isinstance(name, str) and "cpu" not in name and name.lower().endswith("device")
 
 
-def names_cpu(node: ast.AST | None) -> bool:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value.split(":")[0] == "cpu"
-    if isinstance(node, ast.Call) and node.args and (dotted(node.func) or "").endswith("device"):
-        return names_cpu(node.args[0])
-    return False
-
-
-def _keyword(call: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
 def device_target(call: ast.Call) -> ast.expr | None:
     """The accelerator a ``.to(...)`` / ``.cuda()`` moves to, when the call visibly moves to one:
     ``.to(device)``, ``.to(x.device, dtype)``, ``.to(device=...)``, ``.to(t, non_blocking=True)``.
@@ -141,13 +129,13 @@ def device_target(call: ast.Call) -> ast.expr | None:
         return call.func
     if call.func.attr != "to":
         return None
-    keyword = _keyword(call, "device")
+    keyword = keyword_value(call, "device")
     if keyword is not None and not names_cpu(keyword):
         return keyword  # `device=` says it, whatever the value is called
     target = call.args[0] if call.args else None
     if names_device(target):
         return target
-    non_blocking = _keyword(call, "non_blocking")
+    non_blocking = keyword_value(call, "non_blocking")
     if non_blocking is not None and call.args and not names_cpu(call.args[0]):
         return call.args[0]  # non_blocking only matters for a copy between host and device
     return None
@@ -160,7 +148,7 @@ def factory_device(call: ast.Call, ctx: Context) -> str | None:
         return None
     if not is_module_ref(call.func.value, ctx.info):
         return None
-    device = _keyword(call, "device")
+    device = keyword_value(call, "device")
     if device is None or names_cpu(device):
         return "host"
     return "device"
@@ -176,7 +164,7 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
         if attr in {"cpu", "numpy", "tolist"}:
             return True
         if attr == "to":
-            target = _keyword(node, "device") or (node.args[0] if node.args else None)
+            target = keyword_value(node, "device") or (node.args[0] if node.args else None)
             if names_cpu(target):
                 return True
             if device_target(node) is not None:
@@ -188,7 +176,7 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
             return on_host(node.func.value, ctx, depth)  # `state_dict.pop(k)`: an element
     if isinstance(node, ast.Call):
         name = dotted(node.func) or ""
-        generator = _keyword(node, "generator")
+        generator = keyword_value(node, "generator")
         if isinstance(generator, ast.Name) and _host_generator(generator, ctx):
             return True  # a CPU generator only draws on the host
         if name.split(".")[0] in {"np", "numpy"}:
@@ -256,7 +244,7 @@ def _host_before(ctx: Context, target: str, use: ast.AST) -> bool:
             break
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             if dotted(stmt.targets[0]) == target:
-                host = _moved_to_host(stmt.value)
+                host = moved_to_host(stmt.value)
                 continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             method = dotted(stmt.value.func) or ""
@@ -354,56 +342,6 @@ def assigned_values(ctx: Context, name: str, params: bool = True) -> list[ast.ex
 
 def _binds(target: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target))
-
-
-@dataclass(frozen=True)
-class HostFacts:
-    """What a piece of a module says about ``self`` attributes: those it moves to the host, those
-    it assigns anything else, and (method, attribute) for methods whose last word on the
-    attribute, in their own body, is a move to the host (diffusers' ``init_sigmas``)."""
-
-    host: frozenset[str] = frozenset()
-    other: frozenset[str] = frozenset()
-    setters: frozenset[tuple[str, str]] = frozenset()
-
-    def __or__(self, more: HostFacts) -> HostFacts:
-        setters = self.setters | more.setters
-        return HostFacts(self.host | more.host, self.other | more.other, setters)
-
-    @property
-    def host_only(self) -> frozenset[str]:
-        """Attributes the module only ever moves to the host (``self.sigmas = s.to("cpu")``)."""
-        return self.host - self.other
-
-
-def host_facts(statements: list[ast.stmt]) -> HostFacts:
-    host: set[str] = set()
-    other: set[str] = set()
-    setters: set[tuple[str, str]] = set()
-    for stmt in statements:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if isinstance(target, ast.Attribute) and dotted(target.value) == "self":
-                        (host if _moved_to_host(node.value) else other).add(target.attr)
-            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                last: dict[str, bool] = {}
-                for inner in node.body:
-                    if isinstance(inner, ast.Assign) and len(inner.targets) == 1:
-                        target = inner.targets[0]
-                        if isinstance(target, ast.Attribute) and dotted(target.value) == "self":
-                            last[target.attr] = _moved_to_host(inner.value)
-                setters.update((node.name, attr) for attr, moved in last.items() if moved)
-    return HostFacts(frozenset(host), frozenset(other), frozenset(setters))
-
-
-def _moved_to_host(node: ast.expr) -> bool:
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return False
-    if node.func.attr == "cpu":
-        return True
-    target = _keyword(node, "device") or (node.args[0] if node.args else None)
-    return node.func.attr == "to" and names_cpu(target)
 
 
 # -- what the host does with a value ---------------------------------------------------------------

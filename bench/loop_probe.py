@@ -1,0 +1,58 @@
+"""Runs ``trnlens`` with a loop-lag probe: ``python bench/loop_probe.py OUT serve``.
+
+A heartbeat on the server's event loop asks to run every ``INTERVAL_S``; how late each beat
+runs is the time the loop could not answer anything (a handler or callback holding it). Every
+beat is written to OUT as ``monotonic_time lag_seconds`` lines: CLOCK_MONOTONIC is one clock for
+the whole machine, so the bench can cut the beats into the phases it timed in its own process.
+The probe only measures; trnlens itself is imported from wherever PYTHONPATH says (the bench's
+"before" tree or this one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import sys
+import time
+
+INTERVAL_S = 0.005
+FLUSH_EVERY = 200  # beats: the server may be killed rather than exit
+
+
+class Probe:
+    def __init__(self, path: str):
+        self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed at exit)
+        self.pending: list[str] = []
+        atexit.register(self.flush)
+
+    def beat(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        now = loop.time()
+        self.pending.append(f"{now:.6f} {max(now - due, 0.0):.6f}\n")
+        if len(self.pending) >= FLUSH_EVERY:
+            self.flush()
+        loop.call_at(now + INTERVAL_S, self.beat, loop, now + INTERVAL_S)
+
+    def flush(self) -> None:
+        if self.pending and not self.handle.closed:
+            self.handle.writelines(self.pending)
+            self.handle.flush()
+            self.pending.clear()
+
+
+def install(path: str) -> None:
+    probe = Probe(path)
+
+    class ProbingPolicy(asyncio.DefaultEventLoopPolicy):
+        def new_event_loop(self) -> asyncio.AbstractEventLoop:
+            loop = super().new_event_loop()
+            loop.call_soon(probe.beat, loop, time.monotonic())
+            return loop
+
+    asyncio.set_event_loop_policy(ProbingPolicy())
+
+
+if __name__ == "__main__":
+    install(sys.argv[1])
+    from trnlens.cli import main
+
+    sys.exit(main(sys.argv[2:]))
