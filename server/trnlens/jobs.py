@@ -93,11 +93,6 @@ class AgentProcess:
         self._stderr_task: asyncio.Task | None = None
         self._idle: asyncio.TimerHandle | None = None
 
-    @property
-    def held_cores(self) -> str | None:
-        """NeuronCores this agent may hold (NEURON_RT_VISIBLE_CORES on its host), for status."""
-        return (self.hello or {}).get("neuron_visible_cores")
-
     def _arm_idle_timer(self) -> None:
         timeout = self.idle_timeout_s
         if timeout is not None and self.backend == "neuron":

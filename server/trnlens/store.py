@@ -449,12 +449,6 @@ class Store:
         self._insert(result, None)
         return self.get(run_id) is not None
 
-    def artifact_path(self, run_id: str, relative: str) -> Path:
-        path = (self.artifacts / run_id / relative).resolve()
-        if not path.is_relative_to((self.artifacts / run_id).resolve()):
-            raise ValueError(f"artifact path escapes its run directory: {relative}")
-        return path
-
     def clear(self, path: str | None = None) -> int:
         """Forgets runs (all, or one file's) and their artifacts."""
         if path is None:

@@ -75,9 +75,6 @@ class Ignores:
         self._git: bool | None = None
         self._patterns: tuple[float, list[tuple[str, bool, bool]]] | None = None
 
-    def skip_dir_name(self, name: str) -> bool:
-        return name in IGNORED_DIRS
-
     def is_venv(self, directory: Path) -> bool:
         known = self._venvs.get(directory)
         if known is None:

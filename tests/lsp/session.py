@@ -168,7 +168,11 @@ class Editor:
 
 
 @contextlib.asynccontextmanager
-async def editor(root: Path, options: dict | None = None) -> AsyncIterator[Editor]:
+async def editor(
+    root: Path, options: dict | None = None, cpu_stall_s: float | None = None
+) -> AsyncIterator[Editor]:
+    """``cpu_stall_s``: a test's own bar for a callback's CPU time on the loop (loop_guard.py's
+    default otherwise); a test that raises it says why."""
     client = make_test_lsp_client()
     session = Editor(client, root)
 
@@ -190,6 +194,8 @@ async def editor(root: Path, options: dict | None = None) -> AsyncIterator[Edito
     handle, stalls = tempfile.mkstemp(prefix="trnlens-loop-guard-", suffix=".log")
     os.close(handle)
     env = {**os.environ, "TRNLENS_LOOP_GUARD": stalls}
+    if cpu_stall_s is not None:
+        env["TRNLENS_LOOP_GUARD_CPU_S"] = str(cpu_stall_s)
     try:
         await client.start_io(*SERVER, cwd=str(root), env=env)
     except BaseException:

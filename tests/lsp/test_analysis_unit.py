@@ -12,7 +12,7 @@ from trnlens.fixvariants import NoFix, fix_variants
 from trnlens.lsp.analysis import (
     DEBOUNCE_S,
     AnalysisService,
-    measured_text,
+    measurement,
     split_lines,
     summarize,
     to_position,
@@ -87,7 +87,7 @@ def test_measured_text_sums_the_finding_lines():
     doc = _doc(MODEL)
     finding = analyse_source(MODEL, "model.py")[0]
     assert finding.lines == (14, 15)
-    assert measured_text(doc, finding) is None
+    assert measurement(doc, finding) is None
     doc.place(
         _result(
             [
@@ -97,7 +97,8 @@ def test_measured_text_sums_the_finding_lines():
             ]
         )
     )
-    text = measured_text(doc, finding)
+    text, share = measurement(doc, finding)
+    assert 0 < share <= 1
     assert text.startswith("measured: 6 dispatches, 1.23 ms CPU (ops) per step on lines 14–15")
     assert "(rmsnorm_naive, " in text and "device" not in text
 

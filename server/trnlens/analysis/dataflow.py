@@ -37,9 +37,6 @@ class Flow:
         self._block(body, env, 0)
 
     # -- queries -----------------------------------------------------------------------------
-    def def_of(self, name: ast.Name) -> Def | None:
-        return self.resolved.get(id(name))
-
     def deref(self, node: ast.expr) -> ast.expr:
         """Follow a name to the expression assigned to it (once), or return the node itself."""
         if isinstance(node, ast.Name):

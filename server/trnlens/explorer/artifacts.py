@@ -60,11 +60,6 @@ class Profile:
     def found(self) -> bool:
         return bool(self.pairs or self.orphan_neffs or self.orphan_ntffs or self.runtime)
 
-    def total_bytes(self) -> int:
-        files = [p.neff for p in self.pairs] + [n for p in self.pairs for n in p.ntffs]
-        files += self.orphan_neffs + self.orphan_ntffs + self.runtime
-        return sum(f.size for f in files)
-
     def downloads(self) -> list[Path]:
         """The NEFF/NTFF files worth offering for download (non-empty pairs first)."""
         paths: list[Path] = []

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from trnlens.analysis import Finding, Location, analyse_source
-from trnlens.fixvariants import NoFix, fix_variants, fixable
+from trnlens.fixvariants import NoFix, fix_variants
 from trnlens.lsp import compiled, format
 from trnlens.lsp import measured as measured_findings
 from trnlens.lsp.command_ids import CANCEL, COMPARE
@@ -290,19 +290,11 @@ class AnalysisService:
         )
         return answer
 
-    def has_fix(self, doc: ProfiledDocument, qualname: str, code: str | None = None) -> bool:
-        return bool(fixable(self.current(doc).findings, qualname, code))
-
-
-def measured_text(doc: ProfiledDocument, finding: Finding) -> str | None:
-    """'measured: 6 dispatches, 41.2 µs CPU (ops) per step on lines 14–15 (rmsnorm_naive, just
-    now)' from the placed run of the finding's function (else any run that measured them)."""
-    found = measurement(doc, finding)
-    return found[0] if found else None
-
 
 def measurement(doc: ProfiledDocument, finding: Finding) -> tuple[str, float] | None:
-    """``measured_text`` and the share of that run's line time the finding's lines took."""
+    """'measured: 6 dispatches, 41.2 µs CPU (ops) per step on lines 14–15 (rmsnorm_naive, just
+    now)' from the placed run of the finding's function (else any run that measured them), and
+    the share of that run's line time the finding's lines took."""
     if not finding.lines:
         return None
     first, last = finding.lines[0] - 1, finding.lines[1] - 1
