@@ -126,11 +126,9 @@ async def test_git_checkout_makes_a_closed_files_results_stale_within_two_second
             "trnlens.server.history", {"uri": uri, "qualname": "rmsnorm_naive"}
         )
         assert before["stale"] is False
-        start = time.monotonic()
         git(root, "checkout", "-q", "other")
         await ed.wait_for(lambda: heard, timeout=2, what="staleChanged within two seconds")
-        when, params = heard[0]
-        assert when - start < 2
+        _, params = heard[0]
         assert params["stale"] == ["rmsnorm_naive"] and params["fresh"] == ["rmsnorm_fused"]
         after = await ed.command(
             "trnlens.server.history", {"uri": uri, "qualname": "rmsnorm_naive"}
@@ -142,9 +140,13 @@ async def test_git_checkout_makes_a_closed_files_results_stale_within_two_second
         # Open documents follow the buffer: a checkout under an open file changes nothing.
         ed.open()
         git(root, "checkout", "-q", "other")
-        await asyncio.sleep(1.0)
-        assert len(heard) == 2
+        # A barrier, not a sleep: a closed file written after the checkout gets its diagnostics
+        # once the watcher has handled every earlier event (in order, on the server's loop).
+        (root / "barrier.py").write_text(NAIVE, "utf-8")
+        await ed.wait_for(lambda: ed.diagnostics(ed.uri("barrier.py")), timeout=10,
+                          what="the barrier file's diagnostics")  # fmt: skip
         assert "stale" not in (await ed.lenses(uri))["rmsnorm_naive"].command.title
+        assert len(heard) == 2  # after one more round trip to the server
 
 
 async def test_a_cli_run_in_another_process_appears_in_the_lens_with_its_history(tmp_path):
