@@ -15,7 +15,7 @@ import pytest
 from hypothesis import configuration as hypothesis_configuration
 from hypothesis import settings
 
-from tests import hygiene
+from tests import components, hygiene
 
 # Hypothesis keeps no example database (a .hypothesis/ folder in the checkout): the fuzz tests
 # are derandomized and bounded instead, the same inputs on every run.
@@ -60,7 +60,12 @@ def python_without_trnlens(directory: Path, with_torch: bool = True) -> Path:
 SESSION_MARK = "TRNLENS_TEST_SESSION"
 
 
+def pytest_runtest_setup(item) -> None:
+    components.check(item)  # a missing sshd, netns, nvim: skipped here, a failure in CI
+
+
 def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", f"{components.MARK}(missing): see tests/components.py")
     if hasattr(config, "workerinput") or os.environ.get(SESSION_MARK):
         return  # a nested pytest (tests that run pytest) shares the outer session's checks
     # Short: unix socket paths under it (ssh control sockets, warm daemons) must stay < 108 bytes.

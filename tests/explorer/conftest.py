@@ -18,18 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.components import needs
 from tests.targets import sshd
 
 STANDIN = Path(__file__).parent / "standin"
 
-needs_netns = pytest.mark.skipif(
-    not (
-        os.path.exists(sshd.SSHD)
-        and shutil.which("ssh")
-        and shutil.which("ip")
-        and os.geteuid() == 0
-    ),
-    reason="needs root, iproute2 and openssh-server (scripts/setup.sh installs them)",
+needs_netns = needs(
+    None
+    if os.path.exists(sshd.SSHD)
+    and shutil.which("ssh")
+    and shutil.which("ip")
+    and os.geteuid() == 0
+    else "needs root, iproute2 and openssh-server (scripts/setup.sh installs them)"
 )
 
 

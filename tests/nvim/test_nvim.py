@@ -10,16 +10,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
+from tests.components import needs
 from tests.lsp.session import SERVER, workspace
 
 NVIM = shutil.which("nvim")
 HERE = Path(__file__).parent
 
-pytestmark = pytest.mark.skipif(
-    NVIM is None, reason="nvim is not installed (apt-get install -y neovim)"
-)
+pytestmark = needs(None if NVIM else "nvim is not installed (apt-get install -y neovim)")
 
 
 def test_neovim_shows_lenses_runs_one_and_gets_diagnostics_and_hints(tmp_path):

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.components import needs
 from tests.conftest import python_without_trnlens
 from tests.targets import sshd
 
-needs_sshd = pytest.mark.skipif(
-    not (os.path.exists(sshd.SSHD) and shutil.which("ssh") and os.geteuid() == 0),
-    reason="needs openssh-server and root (scripts/setup.sh installs it)",
+needs_sshd = needs(
+    None
+    if os.path.exists(sshd.SSHD) and shutil.which("ssh") and os.geteuid() == 0
+    else "needs openssh-server and root (scripts/setup.sh installs it)"
 )
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import shutil
 import socket
 
-import pytest
 from trnlens.targets.ssh import close_masters, control_dir
 
-pytestmark = pytest.mark.skipif(not shutil.which("ssh"), reason="needs OpenSSH's client")
+from tests.components import needs
+
+pytestmark = needs(None if shutil.which("ssh") else "needs OpenSSH's client")
 
 
 def test_a_stale_socket_does_not_keep_the_directory(tmp_path, monkeypatch):

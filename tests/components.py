@@ -1,0 +1,31 @@
+"""Tests that need a system component (sshd, network namespaces, nvim, root): skipped where it
+is missing, except in CI (``CI`` set), where nothing may be skipped for want of one: there the
+test fails and says what is missing (CI installs everything and runs as root)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+MARK = "needs_component"
+
+
+def needs(missing: str | None) -> pytest.MarkDecorator:
+    """A mark: ``missing`` is why the test cannot run here (None when it can)."""
+    return getattr(pytest.mark, MARK)(missing)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def check(item: pytest.Item) -> None:
+    """Skips or fails ``item`` (pytest_runtest_setup) when a component it needs is missing."""
+    for mark in item.iter_markers(MARK):
+        missing = mark.args[0] if mark.args else None
+        if not missing:
+            continue
+        if in_ci():
+            pytest.fail(f"{missing}: in CI nothing is skipped for want of a component")
+        pytest.skip(missing)
