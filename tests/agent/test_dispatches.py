@@ -1,4 +1,4 @@
-"""Dispatches per step, measured with real torch on the CPU (DESIGN.md's facts, reproduced)."""
+"""Dispatches per step, measured with real torch on the CPU (docs/design.md facts, reproduced)."""
 
 from __future__ import annotations
 

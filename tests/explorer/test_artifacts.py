@@ -1,4 +1,4 @@
-"""NEFF/NTFF pairing over every documented layout (NEURON.md), on files made here."""
+"""NEFF/NTFF pairing over every documented layout (docs/neuron.md), on files made here."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Neuron Explorer's device profile summary, read from STAND-IN files built here to the documented
-schema (NEURON.md: summary-json ``summary[]`` with the documented metric names; the parquet
+schema (docs/neuron.md: summary-json ``summary[]`` with the documented metric names; the parquet
 ``Summary`` table), including a missing file, a newer schema and an unreadable parquet."""
 
 from __future__ import annotations

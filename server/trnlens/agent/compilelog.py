@@ -2,7 +2,7 @@
 
 Collected only when the profiled variant is compiled, from what the torch in use already produces,
 so that nothing about the measured run changes (no extra mode, no second trace, no config change:
-DESIGN.md; a changed compile config would even make a warm agent ask for a fresh process):
+docs/design.md; a changed compile config would even make a warm agent ask for a fresh process):
 
 - compile time, graphs' op counts and the failed guard of each recompilation come from
   ``torch._dynamo.utils.get_compilation_metrics()``: the ``CompilationMetrics`` records dynamo

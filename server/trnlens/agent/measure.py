@@ -1,6 +1,6 @@
 """Measuring one callable: warm-up, the profiled steps, line attribution, the timing pass.
 
-Three passes, each for one job (DESIGN.md):
+Three passes, each for one job (docs/design.md):
 1. headline: ``torch.profiler`` with a schedule (warm-up excluded, the active steps' events kept
    by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode
    and nothing the figures do not need: input shapes are recorded by the lines pass when there

@@ -1,6 +1,6 @@
 """A run's Neuron profile files: NEFFs paired with NTFFs, runtime traces, orphans, empty files.
 
-Every documented layout (NEURON.md) is found by searching the run's directory recursively:
+Every documented layout (docs/neuron.md) is found by searching the run's directory recursively:
 ``<instance>_pid_<pid>/<timestamp>/``, the same without the timestamp level, and loose files.
 A NEFF and an NTFF belong together when the numeric hash in their names is identical
 (``neff_395760075800974.neff`` and ``395760075800974_instid_0_vnc_0.ntff``). An NTFF named

@@ -1,7 +1,7 @@
 """The device profile summary Neuron Explorer computes: total time, MFU/HFU/MBU, DMA size, advice.
 
-``neuron-explorer view -n F.neff -s P.ntff`` writes the summary two documented ways (NEURON.md):
-its default parquet output has a ``Summary`` table, and ``--output-format summary-json`` writes
+``neuron-explorer view -n F.neff -s P.ntff`` writes the summary two documented ways
+(docs/neuron.md): its default parquet output has a ``Summary`` table, and ``--output-format summary-json`` writes
 ``{"summary": [{metric: value, ...}, ...]}`` (one entry per profiled NeuronCore), a schema the
 docs say may change. Both are read here, feature-detected:
 
@@ -41,7 +41,7 @@ METRICS = {
     "model_flops": "model_flops",
     "hardware_flops": "hardware_flops",
     "transpose_flops": "transpose_flops",
-    # Not in the metric list NEURON.md quotes (unconfirmed names): read when present, for the
+    # Not in the metric list docs/neuron.md quotes (unconfirmed names): read when present, for the
     # spill-reload recommendation.
     "spill_reload_bytes": "spill_reload_bytes",
     "hbm_read_bytes": "hbm_read_bytes",

@@ -1,4 +1,4 @@
-"""The Neuron backend (Trainium), written against the documented TorchNeuron API (NEURON.md).
+"""The Neuron backend (Trainium), written against the documented TorchNeuron API (docs/neuron.md).
 
 The recipe: activities CPU + PrivateUse1, a ``NeuronConfig`` with DEVICE + RUNTIME modes as the
 profiler's ``experimental_config``, ``NeuronProfiler(cfg).export_trace`` as ``on_trace_ready``,
