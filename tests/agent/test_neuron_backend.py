@@ -1,7 +1,8 @@
 """The neuron backend against STAND-IN torch_neuronx packages (tests/agent/standin/README.md).
 
 No Trainium exists here: these tests check that trnlens follows the documented recipe
-(docs/neuron.md) call by call, and that a missing, placeholder or XLA-era torch-neuronx gets a clear message.
+(docs/neuron.md) call by call, and that a missing, placeholder or XLA-era torch-neuronx gets a
+clear message.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The device profile summary Neuron Explorer computes: total time, MFU/HFU/MBU, DMA size, advice.
 
 ``neuron-explorer view -n F.neff -s P.ntff`` writes the summary two documented ways
-(docs/neuron.md): its default parquet output has a ``Summary`` table, and ``--output-format summary-json`` writes
-``{"summary": [{metric: value, ...}, ...]}`` (one entry per profiled NeuronCore), a schema the
-docs say may change. Both are read here, feature-detected:
+(docs/neuron.md): its default parquet output has a ``Summary`` table, and
+``--output-format summary-json`` writes ``{"summary": [{metric: value, ...}, ...]}`` (one entry
+per profiled NeuronCore), a schema the docs say may change. Both are read here, feature-detected:
 
 - parquet needs ``pyarrow``, which trnlens does not depend on (it is large, and the server stays
   light); without it a parquet summary is reported unreadable with what to do instead;
