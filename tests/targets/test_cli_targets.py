@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from trnlens.targets import config
+from trnlens.targets import registry
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
@@ -49,13 +49,13 @@ def test_unknown_target_is_a_usage_error(tmp_path):
 
 
 def test_fields_are_checked():
-    assert isinstance(config.from_fields("box", {"host": "box"}), SshTarget)
-    assert isinstance(config.from_fields("here", {"python": "/usr/bin/python3"}), LocalTarget)
+    assert isinstance(registry.from_fields("box", {"host": "box"}), SshTarget)
+    assert isinstance(registry.from_fields("here", {"python": "/usr/bin/python3"}), LocalTarget)
     with pytest.raises(TargetError, match="unknown fields: hots"):
-        config.from_fields("box", {"hots": "box"})
+        registry.from_fields("box", {"hots": "box"})
     with pytest.raises(TargetError, match="not a host ssh accepts"):
-        config.from_fields("box", {"host": "-oProxyCommand=evil"})
+        registry.from_fields("box", {"host": "-oProxyCommand=evil"})
     with pytest.raises(TargetError, match="not an environment name"):
-        config.from_fields("box", {"host": "box", "env": {"A;B": "1"}})
+        registry.from_fields("box", {"host": "box", "env": {"A;B": "1"}})
     with pytest.raises(TargetError, match="ssh_args must be a list"):
-        config.from_fields("box", {"host": "box", "ssh_args": "-p 22"})
+        registry.from_fields("box", {"host": "box", "ssh_args": "-p 22"})

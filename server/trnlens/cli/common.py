@@ -12,7 +12,7 @@ from trnlens import project, settings, warm
 from trnlens.cli import exitcodes, signals
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
 from trnlens.store import Store, StoreError
-from trnlens.targets import config
+from trnlens.targets import registry
 from trnlens.targets.ssh import TargetError
 
 DEFAULTS = settings.DEFAULTS
@@ -121,7 +121,7 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
         print(f"trnlens: {exc}", file=sys.stderr)
         return None, exitcodes.USAGE, None
     try:
-        target = config.resolve(chosen.target, root, python=args.python)
+        target = registry.resolve(chosen.target, root, python=args.python)
     except TargetError as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
         return None, exitcodes.USAGE, None

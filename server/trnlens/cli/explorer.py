@@ -18,7 +18,7 @@ from trnlens.cli import exitcodes
 from trnlens.explorer import launch
 from trnlens.explorer.tunnel import API_PORT, UI_PORT, ExplorerError, Pool, Ports
 from trnlens.store import Store
-from trnlens.targets import config
+from trnlens.targets import registry
 from trnlens.targets.ssh import SshTarget, TargetError
 
 
@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
                 return exitcodes.USAGE
             result = store.get(ids[0])
             run_dir = store.artifacts / ids[0]
-        name = args.target or (result or {}).get("target") or config.LOCAL
-        target = config.resolve(name, root)
+        name = args.target or (result or {}).get("target") or registry.LOCAL
+        target = registry.resolve(name, root)
         ports = Ports(args.ui_port, args.api_port)
     except (TargetError, ExplorerError) as exc:
         print(f"trnlens: {exc}", file=sys.stderr)

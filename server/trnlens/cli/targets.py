@@ -11,7 +11,7 @@ from pathlib import Path
 from trnlens import project
 from trnlens.cli import exitcodes
 from trnlens.cli.render import table
-from trnlens.targets import config
+from trnlens.targets import registry
 from trnlens.targets.ssh import SshTarget, TargetError
 
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             return _list(root, args.format)
-        target = config.resolve(args.name, root)
+        target = registry.resolve(args.name, root)
         report = asyncio.run(target.probe())
     except (TargetError, FileNotFoundError) as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
@@ -49,11 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(root: Path, fmt: str) -> int:
-    defined = config.project_targets(root)
+    defined = registry.project_targets(root)
     rows = [["local", "local", "-", "(this interpreter)", "auto"]] if "local" not in defined else []
     listing = []
     for name, fields in sorted(defined.items()):
-        target = config.from_fields(name, fields)
+        target = registry.from_fields(name, fields)
         if isinstance(target, SshTarget):
             rows.append([name, "ssh", target.host, target.python, target.backend])
         else:

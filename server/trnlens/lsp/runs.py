@@ -29,7 +29,7 @@ from trnlens.lsp.queue import Job, RunQueue
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings, SettingsError, TargetSettings
 from trnlens.store import StoreError
-from trnlens.targets import config as targets_config
+from trnlens.targets import registry
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
@@ -346,7 +346,7 @@ def _build_target(target: TargetSettings, root: Path) -> LocalTarget | SshTarget
     fields = {**target.fields, "kind": target.kind, "env": target.env}
     if target.python:
         fields["python"] = target.python
-    built = targets_config.from_fields(target.name, fields)
+    built = registry.from_fields(target.name, fields)
     if isinstance(built, LocalTarget):  # pragma: no cover - kind says ssh here
         built.python = _interpreter(target, root)
     return built

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trnlens import results
-from trnlens.report import model as report_model
 from trnlens.report import page
+from trnlens.report import views as report_views
 from trnlens.report.trace import MAX_EVENTS
 from trnlens.store import Store
 
@@ -97,7 +97,7 @@ def write(
     stamp = f"<!-- trnlens report {REPORT_VERSION} {' '.join(run_ids)} -->"
     if reuse and output is None and _starts_with(target, stamp):
         return Built(target, run_ids, True, root)
-    view = report_model.build(runs, root, store.artifacts, target.parent, max_events)
+    view = report_views.build(runs, root, store.artifacts, target.parent, max_events)
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = stamp + "\n" + page.render(view, generated)
     target.parent.mkdir(parents=True, exist_ok=True)

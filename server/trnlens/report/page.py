@@ -13,7 +13,7 @@ from importlib import resources
 
 from trnlens import units
 from trnlens.report import escape, svg
-from trnlens.report.model import ReportModel, RunView
+from trnlens.report.views import ReportModel, RunView
 from trnlens.results import Result
 from trnlens.units import duration
 
@@ -326,7 +326,7 @@ def _basis(basis) -> str:
 
 def _neuron_items(view: RunView) -> list[str]:
     from trnlens.explorer.artifacts import size
-    from trnlens.report.model import relative
+    from trnlens.report.views import relative
 
     profile = view.neuron
     if profile is None or view.report_dir is None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from trnlens.targets import bundle
 from trnlens.targets.base import Staged, redact
 from trnlens.targets.bundle import short_temp_dir
-from trnlens.targets.sources import needed_files
+from trnlens.targets.project_files import needed_files
 
 # $$ is the shell sshd started for this session (a session leader, so its PID is the process
 # group of everything the agent starts): it records it, then becomes the agent with exec.

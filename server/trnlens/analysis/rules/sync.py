@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
 from trnlens.analysis.rules.base import Context, Match
-from trnlens.analysis.rules.placement import (
+from trnlens.analysis.rules.devices import (
     SAME_PLACE,
     device_target,
     factory_device,
