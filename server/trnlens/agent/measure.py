@@ -57,6 +57,9 @@ class Settings:
     timing: bool = True
     # Extra steps, at most, that a pass runs until its steps stop faulting (``_settled``).
     settle_steps: int = 8
+    # A comparison times its variants together, in interleaved rounds (rounds.py): each
+    # variant's own timing pass and stability verdict then wait for ``finish``.
+    defer_timing: bool = False
 
 
 @dataclass
@@ -102,17 +105,25 @@ class Measurer:
         self.last_faults = 0  # page faults (minor and major) of the last step
         self.calm_steps = 0  # steps in a row, up to the last, without a page fault
         self.profiled_faults: list[int] = []  # each headline step's
+        # Given the first call's return value (before any other step can change it): a
+        # comparison's outputs come from the same state for every variant (runner.py).
+        self.keep_first_output: Callable[[Any], None] | None = None
+        self.round_faults: list[int] = []  # page faults of each interleaved round's call
 
     def _check(self) -> None:
         if self.cancelled():
             raise Cancelled()
 
-    def _one_step(self, step: Callable[[], Any]) -> float:
+    def _one_step(
+        self, step: Callable[[], Any], keep: Callable[[Any], None] | None = None
+    ) -> float:
         faults = _page_faults()
         start = time.perf_counter()
-        step()
+        out = step()
         self.backend.synchronize()
         elapsed = (time.perf_counter() - start) * 1e6
+        if keep is not None:
+            keep(out)
         self.last_faults = _page_faults() - faults
         self.calm_steps = self.calm_steps + 1 if self.last_faults == 0 else 0
         self.steps_us += elapsed  # what the user's code cost; the rest is trnlens's overhead
@@ -142,7 +153,7 @@ class Measurer:
                 )
             else:
                 self.progress("compiling" if compiled else "warm-up", "first call")
-            m.first_call_us = self._one_step(step)
+            m.first_call_us = self._one_step(step, self.keep_first_output)
             for _ in range(max(s.warmup - 1, 0)):
                 self._check()
                 self._one_step(step)
@@ -195,9 +206,18 @@ class Measurer:
         m.findings, m.launch = self._findings(m, host_events, sites, compiled)
         if self.backend.time_basis != "cpu":
             m.peak_memory_bytes = self._device_peak(step)
+        if s.defer_timing:
+            m.steps_us = self.steps_us
+            return m
         if s.timing:
             self.progress("timing", f"up to {s.repeats} synchronised calls")
             m.timing = self._timing(step)
+        return self.finish(m, m.timing)
+
+    def finish(self, m: Measurement, timing: dict | None) -> Measurement:
+        """The timing figures (this variant's own pass, or its share of the interleaved rounds)
+        and the stability verdict that reads them."""
+        m.timing = timing
         threads = self.torch.get_num_threads() if self.backend.time_basis == "cpu" else None
         m.stability, notes = stability.assess(
             m.profiled_timing, m.timing, busy=_busy(), threads=threads
@@ -205,6 +225,13 @@ class Measurer:
         m.warnings.extend(notes)
         m.steps_us = self.steps_us
         return m
+
+    def round_call(self, step: Callable[[], Any]) -> float:
+        """One synchronised call in an interleaved round (rounds.py), under the pass contexts."""
+        with self.context():
+            elapsed = self._one_step(step)
+        self.round_faults.append(self.last_faults)
+        return elapsed
 
     def _findings(self, m: Measurement, host_events, sites, compiled: bool):
         if self.backend.time_basis == "cpu":
@@ -375,13 +402,18 @@ class Measurer:
                 faults.append(self.last_faults)
                 if len(samples) >= 5 and time.perf_counter() > deadline:
                     break
-        return {
-            "median_us": statistics.median(samples),
-            "min_us": min(samples),
-            "max_us": max(samples),
-            "repeats": len(samples),
-            "page_faults": statistics.median(faults),
-        }
+        return timing_figures(samples, faults)
+
+
+def timing_figures(samples: list[float], faults: list[int]) -> dict:
+    """The timing pass's figures: median, min and max of its calls, with the median page faults."""
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "max_us": max(samples),
+        "repeats": len(samples),
+        "page_faults": statistics.median(faults) if faults else 0,
+    }
 
 
 class SettlingSchedule:
