@@ -335,7 +335,10 @@ def create_server() -> TrnlensServer:
         if doc is None:
             return None
         store = ls.store(doc.root)
-        return hovers.hover(doc, params.position, store.artifacts if store else None)
+        compared = {
+            q: c.answer for (uri, q), c in ls.analysis.comparisons.items() if uri == doc.uri
+        }
+        return hovers.hover(doc, params.position, store.artifacts if store else None, compared)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def progress_cancel(ls: TrnlensServer, params: types.WorkDoneProgressCancelParams):
