@@ -24,9 +24,7 @@ def test_steady_figures_raise_nothing():
 
 def test_an_inflating_profiler_says_which_figure_to_trust_and_why():
     profiled = stability.summary([2800.0] * 12)
-    found, (warning, advice) = stability.assess(
-        profiled, timing(1000.0, 990.0, 1010.0), threads=2
-    )
+    found, (warning, advice) = stability.assess(profiled, timing(1000.0, 990.0, 1010.0), threads=2)
     assert found["noisy"] and found["profiler_overhead"] == 2.8
     assert "took 2.8x the unprofiled ones (median 2.8 ms vs 1 ms)" in warning
     assert "timing pass's median is the time to trust" in warning
