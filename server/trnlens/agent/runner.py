@@ -387,6 +387,7 @@ class Runner:
             "launch",
         ):
             result[key] = getattr(m, key)
+        _add_line_texts(result["lines"], project)
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
             result["dispatch_shapes"] = m.dispatch_shapes
@@ -709,6 +710,23 @@ def _tensors(value) -> list:
     if isinstance(value, dict):
         return [t for v in value.values() for t in _tensors(v)]
     return []
+
+
+def _add_line_texts(lines: list, project) -> None:
+    """Each measured line's source text (stripped): ``trnlens diff`` matches lines of two runs
+    by it, so that a line keeps its figures when an edit above it moved it."""
+    texts: dict[str, list[str] | None] = {}
+    for entry in lines or []:
+        path = entry.get("path")
+        if path not in texts:
+            try:
+                texts[path] = project.read(os.path.join(project.root, path)).splitlines()
+            except (OSError, UnicodeDecodeError):
+                texts[path] = None
+        found = texts[path]
+        line = entry.get("line") or 0
+        if found is not None and 0 < line <= len(found):
+            entry["text"] = found[line - 1].strip()
 
 
 def _cpu_copy(out, torch) -> list:
