@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import basis, patterns, stability
 from . import events as ev
-from . import patterns, stability
 from .lines import make_line_mode
 
 try:
@@ -88,6 +88,7 @@ class Measurement:
     warnings: list = field(default_factory=list)
     findings: list = field(default_factory=list)  # patterns.py, over the headline events
     launch: dict | None = None
+    time_scale: dict | None = None  # basis.py: lines and findings on the headline's basis
 
 
 class Measurer:
@@ -109,6 +110,7 @@ class Measurer:
         # comparison's outputs come from the same state for every variant (runner.py).
         self.keep_first_output: Callable[[Any], None] | None = None
         self.round_faults: list[int] = []  # page faults of each interleaved round's call
+        self.device_mean_us = 0.0  # the profiled device time per step, mean over the steps
 
     def _check(self) -> None:
         if self.cancelled():
@@ -165,9 +167,20 @@ class Measurer:
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
-        step_cpu = [e.cpu_time_total for e in ev.step_events(events)]
+        # The headline's three times are medians over the same steps: the wall median's (which
+        # leaves out steps that faulted in memory the profiler displaced, stability.py).
+        kept = stability.kept_steps(wall, self.profiled_faults)
+        ordered = sorted(ev.step_events(events), key=lambda e: e.time_range.start)
+        if len(ordered) != len(wall):
+            kept = list(range(len(ordered)))
+        step_cpu = [ordered[i].cpu_time_total for i in kept]
         m.cpu_time_per_step_us = statistics.median(step_cpu) if step_cpu else 0.0
-        m.device_time_per_step_us = self._device_time(host_events) / steps
+        per_step = self._device_time_by_step(host_events, ordered)
+        self.device_mean_us = self._device_time(host_events) / steps  # what lines are parts of
+        kept_device = [per_step[i] for i in kept if i < len(per_step)]
+        m.device_time_per_step_us = (
+            statistics.median(kept_device) if kept_device else self.device_mean_us
+        )
         m.ops = ev.op_table(
             events, self.backend.self_device_us, self.backend.device_total_us, steps
         )
@@ -224,7 +237,17 @@ class Measurer:
         )
         m.warnings.extend(notes)
         m.steps_us = self.steps_us
+        self._on_headline_basis(m)
         return m
+
+    def _on_headline_basis(self, m: Measurement) -> None:
+        """Lines and findings as shares of the headline the lens shows (basis.py)."""
+        name, total = basis.headline(m.device_time_per_step_us, m.timing, m.stability)
+        lines_total = sum(line.get("device_us") or 0.0 for line in m.lines)
+        m.time_scale = basis.scale(name, total, self.device_mean_us, lines_total)
+        keys = ("device_us", "cpu_us") if self.backend.time_basis == "cpu" else ("device_us",)
+        basis.rescale_rows(m.lines, keys, m.time_scale["factor"])
+        basis.rescale_findings(m.findings, total)
 
     def round_call(self, step: Callable[[], Any]) -> float:
         """One synchronised call in an interleaved round (rounds.py), under the pass contexts."""
@@ -257,6 +280,23 @@ class Measurer:
         launch_found, launch = patterns.check(host_events, sites, time_us, step_us, [],
                                               eager=not compiled, patterns=False)  # fmt: skip
         return sorted(found + launch_found, key=lambda f: -f["share"]), launch
+
+    def _device_time_by_step(self, host_events, ordered_steps) -> list[float]:
+        """Each profiled step's device (CPU, on the cpu backend) time, steps in order."""
+        if self.backend.time_basis == "cpu":
+            work = ev.outermost_work(host_events)
+            time_of = lambda e: e.cpu_time_total  # noqa: E731
+        else:
+            work = [e for e in host_events if not ev.is_step(e)]
+            time_of = self.backend.self_device_us
+        totals = [0.0] * len(ordered_steps)
+        for event in work:
+            start = event.time_range.start
+            for index, step in enumerate(ordered_steps):
+                if step.time_range.start <= start <= step.time_range.end:
+                    totals[index] += time_of(event)
+                    break
+        return totals
 
     def _device_time(self, host_events) -> float:
         if self.backend.time_basis == "cpu":

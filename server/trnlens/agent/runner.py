@@ -385,6 +385,7 @@ class Runner:
             "artifacts",
             "findings",
             "launch",
+            "time_scale",
         ):
             result[key] = getattr(m, key)
         _add_line_texts(result["lines"], project)
@@ -521,6 +522,7 @@ class Runner:
             result = results[index]
             result["timing"] = m.timing
             result["stability"] = m.stability
+            result["time_scale"] = m.time_scale  # lines and findings were rescaled in place
             result["warnings"].extend(w for w in m.warnings if w not in result["warnings"])
             result["accounting"]["steps_us"] = m.steps_us
             result["_rounds"] = times

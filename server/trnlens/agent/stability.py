@@ -81,6 +81,15 @@ def profiled_summary(samples: list[float], faults: list[int]) -> dict | None:
     return found
 
 
+def kept_steps(samples: list[float], faults: list[int]) -> list[int]:
+    """The indices of the steps :func:`profiled_summary` keeps: the headline's other medians
+    are taken over the same steps."""
+    calm = [i for i, count in enumerate(faults) if count == 0]
+    if not faults or len(faults) != len(samples) or len(calm) < 2 or len(calm) == len(samples):
+        return list(range(len(samples)))
+    return calm
+
+
 def spread(figures: dict | None) -> float | None:
     """(max - min) / median of a summary (or of the timing pass's figures)."""
     if not figures or not figures.get("median_us"):

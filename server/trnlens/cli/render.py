@@ -7,7 +7,7 @@ from pathlib import Path
 from trnlens import speedup as speed
 from trnlens import units
 from trnlens.cli.render_compile import comparison_lines, compile_lines
-from trnlens.cli.render_findings import findings_lines, mode_lines
+from trnlens.cli.render_findings import basis_note, findings_lines, mode_lines
 from trnlens.results import Result
 
 
@@ -87,7 +87,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
     ]
     if data.get("peak_memory_bytes") is not None:
         figures.append(f"peak +{fmt_bytes(data['peak_memory_bytes'])}")
-    out.append("  " + "  ·  ".join(figures))
+    out.append("  " + "  ·  ".join(figures) + "  (medians over the same profiled steps)")
     profiled = data.get("profiled_timing")
     if profiled:
         out.append(
@@ -125,7 +125,8 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
     if data["lines"]:
         out.append("")
         out.append(
-            "Lines (self: each dispatch counts on the innermost project line that called it)"
+            "Lines (self: each dispatch counts on the innermost project line that called it"
+            f"{basis_note(data)})"
         )
         total = sum(line["device_us"] for line in data["lines"]) or 1.0
         rows = []
@@ -139,7 +140,8 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                     _source_line(root, line["path"], line["line"]),
                 ]
             )
-        out.extend(table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+        part = r.part_label
+        out.extend(table(["Line", "Share", part, "Dispatches", "Source"], rows, {1, 2, 3}))
     out.extend(compile_lines(data))
     out.extend(findings_lines(data, table))
     for warning in data.get("warnings", []):

@@ -327,7 +327,7 @@ def measurement(doc: ProfiledDocument, finding: Finding) -> tuple[str, float] | 
         span = f"line {first + 1}" if first == last else f"lines {first + 1}–{last + 1}"
         text = (
             f"measured: {format.count(dispatches, 'dispatch')}, {format.duration(time_us)} "
-            f"{result.device_label} per step on {span} "
+            f"{result.part_label} per step on {span} "
             f"({result.qualname}, {format.age(result.data['created_at'])})"
         )
         if doc.is_stale(placement):

@@ -45,7 +45,7 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                 position=types.Position(line, utf16_length(lines[line])),
                 label=label,
                 padding_left=True,
-                tooltip=f"{placement.result.qualname}: {placement.result.device_label} time "
+                tooltip=f"{placement.result.qualname}: {placement.result.part_label} time "
                 f"per step, from run {placement.result.run_id}",
             )
         )

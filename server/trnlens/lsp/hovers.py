@@ -83,7 +83,7 @@ def _line_table(entry: dict, placement: Placement) -> str:
     share = f"{100 * (entry.get('device_us') or 0) / total:.0f}% · " if total else ""
     rows = [
         f"**line {entry['line']}** of {markdown.code(result.qualname)}: {share}"
-        f"{format.duration(entry.get('device_us'))} {result.device_label} · "
+        f"{format.duration(entry.get('device_us'))} {result.part_label} · "
         f"{format.duration(entry.get('cpu_us'))} CPU · "
         f"{format.count(entry.get('dispatches'), 'dispatch')} per step",
         "",
