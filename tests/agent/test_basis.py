@@ -74,3 +74,30 @@ def test_a_run_adds_up_to_the_headline_the_lens_shows(make_project):
     assert math.isclose(sum(line["device_us"] for line in lines), total, rel_tol=1e-9)
     for finding in result["findings"]:
         assert finding["time_us"] <= total * (1 + 1e-9)
+
+
+BLOCK = """
+import torch
+from torch import nn
+
+
+def make():
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)), torch.randn(8, 16)
+
+
+# trnlens: inputs=make
+def forward(model, x):
+    return model(x)
+"""
+
+
+def test_the_backward_training_mode_adds_has_its_own_row(make_project):
+    root = make_project({"block.py": BLOCK})
+    result = run(root, [{"path": "block.py", "qualname": "forward"}], mode="training")
+    assert result["error"] is None, result["error"]
+    lines = result["lines"]
+    added = [line for line in lines if line.get("label") == "backward added by training mode"]
+    assert len(added) == 1 and added[0]["line"] == result["function"]["line"]
+    assert added[0]["dispatches"] > 0
+    # every dispatch of the step is on a row: the call's line, or the added backward's
+    assert sum(line["dispatches"] for line in lines) == result["dispatches_per_step"]

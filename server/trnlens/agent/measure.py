@@ -111,6 +111,8 @@ class Measurer:
         self.keep_first_output: Callable[[Any], None] | None = None
         self.round_faults: list[int] = []  # page faults of each interleaved round's call
         self.device_mean_us = 0.0  # the profiled device time per step, mean over the steps
+        # record_function labels of trnlens's own code -> the (path, line) their ops count on
+        self.extra_labels: dict[str, tuple[str, int]] = {}
 
     def _check(self) -> None:
         if self.cancelled():
@@ -360,6 +362,7 @@ class Measurer:
         """
         torch = self.torch
         mode = make_line_mode(torch, project.is_project_file, project.relpath)
+        mode.labels.update(self.extra_labels)
         collected: dict[str, Any] = {"events": []}
         steps = min(self.settings.steps, 3)
 

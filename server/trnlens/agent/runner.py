@@ -23,6 +23,7 @@ from typing import Any
 
 from . import errors, inputs, loader, rounds, sources, steps
 from .compilelog import CompileLog
+from .events import ADDED_BACKWARD_LABEL
 from .measure import Cancelled, Measurer, Settings, timing_figures
 from .protocol import SCHEMA_VERSION
 from .reloader import Reloader
@@ -314,6 +315,8 @@ class Runner:
             self.progress,
             self.cancelled,
         )
+        if mode == "training":  # the backward it adds counts on the def line (events.py)
+            measurer.extra_labels[ADDED_BACKWARD_LABEL] = (relpath, definition.def_line)
         kept: dict[str, Any] = {}
         # The first call's output, from the snapshot's state and freshly seeded RNGs: identical
         # code gives identical outputs however many steps each variant's passes run after it.
@@ -389,6 +392,10 @@ class Runner:
         ):
             result[key] = getattr(m, key)
         _add_line_texts(result["lines"], project)
+        if mode == "training":
+            for entry in result["lines"] or []:
+                if (entry["path"], entry["line"]) == (relpath, definition.def_line):
+                    entry["label"] = "backward added by training mode"
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
             result["dispatch_shapes"] = m.dispatch_shapes
@@ -689,7 +696,8 @@ def _make_step(call, made, mode: str, torch, project, where: tuple[str, int]) ->
         if not outs:
             raise errors.usage("training mode: the function returned no tensor that requires grad")
         try:
-            sum(t.float().sum() for t in outs).backward()
+            with torch.autograd.profiler.record_function(ADDED_BACKWARD_LABEL):
+                sum(t.float().sum() for t in outs).backward()
         except Exception as exc:
             # Our backward has no project frame: name the profiled function's line instead.
             failure = errors.from_user_code(exc, is_project_file, relpath)

@@ -22,11 +22,33 @@ KIND_EXIT = {
     "environment": exitcodes.TARGET_UNUSABLE,
     "internal": exitcodes.TARGET_UNUSABLE,
     "cancelled": 130,
+    "timeout": exitcodes.USER_CODE_FAILED,  # the code did not finish in time, not the target
 }
 
 
 class UsageError(Exception):
     pass
+
+
+def _checked(convert, ok, what: str):
+    """An argparse ``type`` that refuses values outside ``ok`` (a usage error: exit 2)."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what}, got {text!r}") from None
+        if not ok(value) or value != value:  # NaN is no count or duration
+            raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _checked(int, lambda v: v > 0, "must be a positive whole number")
+non_negative_int = _checked(int, lambda v: v >= 0, "must be a whole number, 0 or more")
+positive_float = _checked(float, lambda v: 0 < v < float("inf"), "must be a positive number")
+non_negative_float = _checked(float, lambda v: 0 <= v < float("inf"), "must be a number, 0 or more")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -41,10 +63,15 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="where to run: local (default) or a [tool.trnlens.targets.NAME] in pyproject.toml",
     )
     parser.add_argument("--device", help="device to run on, e.g. cuda:1 (default: the backend's)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up steps, not measured (3)")
-    parser.add_argument("--steps", type=int, default=5, help="profiled steps (5)")
     parser.add_argument(
-        "--repeats", type=int, default=20, help="calls in the timing pass without the profiler (20)"
+        "--warmup", type=non_negative_int, default=3, help="warm-up steps, not measured (3)"
+    )
+    parser.add_argument("--steps", type=positive_int, default=5, help="profiled steps (5)")
+    parser.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=20,
+        help="calls in the timing pass without the profiler (20)",
     )
     parser.add_argument(
         "--mode",
@@ -66,7 +93,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_float,
         metavar="SECONDS",
         help="stop the run after this long (default: no limit)",
     )
@@ -75,7 +102,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warm",
         nargs="?",
-        type=float,
+        type=positive_float,
         const=600.0,
         metavar="SECONDS",
         help="run on a warm agent kept alive between calls for SECONDS (default 600)",
@@ -129,6 +156,8 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     except AgentFailure as failure:
         error = failure.error
         where = f" at {error['path']}:{error['line']}" if error.get("path") else ""
+        if error["kind"] == "timeout":  # its message names the phase and the line
+            where = ""
         print(f"trnlens: {error['kind']} error{where}: {error['message']}", file=sys.stderr)
         if error.get("traceback") and error["kind"] != "usage":
             print(error["traceback"].rstrip(), file=sys.stderr)

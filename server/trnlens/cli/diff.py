@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from trnlens import history, project, results
-from trnlens.cli import exitcodes
+from trnlens.cli import common, exitcodes
 from trnlens.cli.render import fmt_count, fmt_time, table
 from trnlens.store import Store
 
@@ -31,7 +31,7 @@ def register(sub) -> None:
     parser.add_argument("run_b", metavar="RUN_B")
     parser.add_argument(
         "--fail-above",
-        type=float,
+        type=common.non_negative_float,
         metavar="PCT",
         help="exit 1 when RUN_B is slower than RUN_A by more than PCT percent and more than "
         "each run's measured spread (runs on a busy machine give no verdict)",

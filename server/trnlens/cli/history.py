@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trnlens import history, project
 from trnlens.agent import sources
-from trnlens.cli import exitcodes
+from trnlens.cli import common, exitcodes
 from trnlens.cli.render import fmt_count, fmt_time, table
 from trnlens.store import Store
 
@@ -27,10 +27,10 @@ def register(sub) -> None:
     )
     parser.add_argument("spec", metavar="PATH::QUALNAME")
     parser.add_argument("--format", default="table", choices=["table", "json"])
-    parser.add_argument("--limit", type=int, default=50, help="newest N runs (50)")
+    parser.add_argument("--limit", type=common.positive_int, default=50, help="newest N runs (50)")
     parser.add_argument(
         "--threshold",
-        type=float,
+        type=common.non_negative_float,
         default=100 * history.DEFAULT_THRESHOLD,
         metavar="PCT",
         help="slowdown (percent) from which a change can be a regression (10)",

@@ -137,14 +137,14 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                     f"{100 * line['device_us'] / total:.0f}%",
                     fmt_time(line["device_us"]),
                     fmt_count(line["dispatches"]),
-                    _source_line(root, line["path"], line["line"]),
+                    line.get("label") or _source_line(root, line["path"], line["line"]),
                 ]
             )
         part = r.part_label
         out.extend(table(["Line", "Share", part, "Dispatches", "Source"], rows, {1, 2, 3}))
     out.extend(compile_lines(data))
     out.extend(findings_lines(data, table))
-    for warning in data.get("warnings", []):
+    for warning in dict.fromkeys(data.get("warnings", [])):  # each once
         out.append(f"warning: {warning}")
     if store_dir is not None:
         for artifact in data.get("artifacts", []):

@@ -21,6 +21,8 @@ def line_label(entry: dict, total_us: float) -> str:
     parts.append(format.duration(time_us))
     if entry.get("dispatches"):
         parts.append(format.count(entry["dispatches"], "dispatch"))
+    if entry.get("label"):  # the backward training mode adds, on the def line
+        parts.append(entry["label"])
     return " · ".join(parts)
 
 
