@@ -11,8 +11,9 @@ and on the same machine, trial by trial:
     [baseline min / variant max, baseline max / variant min].
 Figures: how often each method's range contains 1.0 (goal: at least 95% of trials for "after"),
 the median and the worst width of the ranges (high / low), and how often and how far the median
-speed-up strays from 1.00x (what the lens showed as a bare figure before, "fixed 0.56x"). ``--load N`` runs N busy-looping processes during the
-trials (a busy machine; they are stopped at the end); the machine's load average is printed.
+speed-up strays from 1.00x (what the lens showed as a bare figure before, "fixed 0.56x").
+``--load N`` runs N busy-looping processes during the trials (a busy machine; they are stopped
+at the end); the machine's load average is printed.
 Run: .venv/bin/python bench/bench_compare.py [--trials N] [--load N] [--repeats N]
 """
 
