@@ -4,6 +4,14 @@ A request names one or more variants to run on the same inputs. Each variant is 
 ``path::qualname``, optionally replaced by ``source`` text (a generated fix: it is exec'd in a copy
 of the module's globals and stands in for ``replaces``, default ``qualname``), optionally wrapped
 in ``torch.compile`` (``compile: true``; ``backend="neuron"`` on Neuron).
+
+A comparison (two variants or more) must compare like with like: every variant starts from a deep
+copy of one snapshot of the inputs (modules, optimizers and tensors copied together) with the RNGs
+reseeded, and its output is its first call's, so identical code gives identical outputs however
+many steps each variant's passes run. The baseline's first call is made once more from a fresh
+copy: when it disagrees with itself its outputs depend on state outside the inputs, and the
+comparison says "outputs not comparable" instead of a max |diff|. The variants' timing calls are
+interleaved in rounds (rounds.py).
 """
 
 from __future__ import annotations
@@ -507,6 +515,8 @@ class Runner:
         self.variant_index = 0
         self.progress("timing", f"up to {settings.repeats} interleaved rounds")
         timed = [entry for entry in self.timed if not results[entry[0]]["error"]]
+        if not timed:
+            return
 
         def check():
             if self.cancelled():
