@@ -177,3 +177,56 @@ def test_diff_per_op_and_per_line():
     assert ops["aten::mul"]["self_device_us"] == {"a": None, "b": 2, "delta": None, "pct": None}
     assert report["lines"][0]["device_us"]["delta"] == 6
     assert report["lines"][0]["dispatches"] == {"a": 2, "b": 3, "delta": 1, "pct": 50.0}
+
+
+def test_a_change_within_either_runs_spread_is_no_change():
+    base = run(1, 100.0, 95.0, 140.0)  # 45 µs wide
+    later = run(2, 130.0, 128.0, 132.0)  # +30 %, narrow, but within the base's spread
+    found = history.change(base, later, 0.1)
+    assert found.spread_us == 45.0 and found.verdict == "no change" and not found.regression
+    assert history.change_text(found.to_json()) == "no change (+30%)"
+
+
+def test_a_slowdown_measured_on_a_busy_machine_is_noisy_not_a_regression():
+    base = run(1, 100.0, 98.0, 102.0)
+    busy = run(2, 784.0, 780.0, 790.0, warnings=["the machine is busy (load 9.0 on 2 cores)"])
+    found = history.change(base, busy, 0.1)
+    assert found.verdict == "noisy" and not found.regression
+    assert found.to_json()["unreliable"] == [busy["run_id"]]
+    assert history.change_text(found.to_json()) == "+684% noisy"
+    # A timing pass that spread over more than half its median is as unreliable.
+    wide = run(3, 784.0, 400.0, 900.0)
+    assert history.change(base, wide, 0.1).verdict == "noisy"
+    # The same figures on a quiet machine are a regression; a speed-up says so.
+    assert history.change(base, run(4, 784.0, 780.0, 790.0), 0.1).verdict == "regression"
+    assert history.change(base, run(5, 50.0, 49.0, 51.0), 0.1).verdict == "faster"
+
+
+def test_diff_matches_lines_by_their_text_across_an_edit():
+    a = run(1, 100, 99, 101)
+    b = run(2, 100, 99, 101)
+    a["lines"] = [
+        {"path": "m.py", "line": 5, "cpu_us": 1, "device_us": 40, "dispatches": 2,
+         "text": "v = x.pow(2).mean(-1)"},
+        {"path": "m.py", "line": 6, "cpu_us": 1, "device_us": 60, "dispatches": 4,
+         "text": "return x * torch.rsqrt(v) * w"},
+    ]  # fmt: skip
+    # Two lines were added above: the same lines are now 7 and 8, and line 5 is new code.
+    b["lines"] = [
+        {**a["lines"][0], "line": 7, "device_us": 41},
+        {**a["lines"][1], "line": 8},
+        {"path": "m.py", "line": 5, "cpu_us": 1, "device_us": 3, "dispatches": 1,
+         "text": "x = x.float()"},
+    ]  # fmt: skip
+    report = history.diff(a, b, 0.1)
+    assert report["lines_matched_by"] == "content"
+    by_text = {line["text"]: line for line in report["lines"]}
+    moved = by_text["v = x.pow(2).mean(-1)"]
+    assert (moved["line_a"], moved["line"]) == (5, 7)
+    assert moved["device_us"]["delta"] == 1 and moved["dispatches"]["delta"] == 0
+    assert by_text["x = x.float()"]["device_us"] == {"a": None, "b": 3, "delta": None, "pct": None}
+    assert [line["line"] for line in report["lines"]] == [5, 7, 8]
+    # A run stored before lines carried their text: matched by number, and said so.
+    for entry in a["lines"]:
+        del entry["text"]
+    assert history.diff(a, b, 0.1)["lines_matched_by"] == "number"

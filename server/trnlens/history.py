@@ -5,12 +5,14 @@ mode, inputs, and the same kind of variant (the function itself, compiled, or a 
 The figure compared is the timing pass's median (``timing.median_us``, measured without the
 profiler), falling back to the profiled device time per step when a run has no timing pass.
 
-The regression rule (one place, used by the lens, the diagnostics and ``trnlens diff``): a run is
-a regression against its baseline when its median is slower by more than ``threshold`` (a share:
-0.1 = 10 %) **and** by more than the measured spread of the two runs, the mean of their min-max
-ranges (``(base.max - base.min + run.max - run.min) / 2``). Two runs that differ by less than their
-own noise never raise a regression, however large the relative change. Without a timing pass on
-both sides the spread is unknown and counted as 0 (the report says so).
+The regression rule (one place, used by the lens, the diagnostics, ``trnlens history`` and
+``trnlens diff``): a run is a regression against its baseline when its median is slower by more
+than ``threshold`` (a share: 0.1 = 10 %) **and** by more than each run's measured spread (its
+min-max range: ``max(base.max - base.min, run.max - run.min)``), and neither run says its timing
+was unreliable (a timing spread above half its median, or a machine busier than its cores):
+then the verdict is "noisy", a slowdown that no measurement here can confirm. A difference within
+the spread is "no change", however large the relative change. Without a timing pass on both sides
+the spread is unknown and counted as 0 (the report says so).
 
 Identity across renames: a function's history is the runs of ``path::qualname`` plus those of the
 identities it used to have: earlier paths of the file by git's rename detection
@@ -102,10 +104,11 @@ class Change:
 
     @property
     def spread_us(self) -> float:
+        """The wider of the two runs' min-max ranges: a change must exceed both."""
         spreads = [self.base_figure.spread_us, self.run_figure.spread_us]
         if any(s is None for s in spreads):
             return 0.0
-        return (spreads[0] + spreads[1]) / 2  # type: ignore[operator]
+        return max(spreads)  # type: ignore[type-var]
 
     @property
     def spread_known(self) -> bool:
@@ -116,8 +119,23 @@ class Change:
         return abs(self.delta_us) <= self.spread_us
 
     @property
+    def noisy(self) -> bool:
+        """Whether either run says its timing cannot be trusted (see :func:`unreliable`)."""
+        return bool(unreliable(self.base) or unreliable(self.run))
+
+    @property
+    def verdict(self) -> str:
+        """'regression', 'faster', 'no change' or 'noisy' (beyond the threshold and the spread,
+        but measured when either run's timing was unreliable)."""
+        if abs(self.ratio) <= self.threshold or abs(self.delta_us) <= self.spread_us:
+            return "no change"
+        if self.noisy:
+            return "noisy"
+        return "regression" if self.delta_us > 0 else "faster"
+
+    @property
     def regression(self) -> bool:
-        return self.ratio > self.threshold and self.delta_us > self.spread_us
+        return self.verdict == "regression"
 
     def to_json(self) -> dict:
         return {
@@ -131,7 +149,38 @@ class Change:
             "spread_us": self.spread_us if self.spread_known else None,
             "threshold_pct": 100 * self.threshold,
             "regression": self.regression,
+            "verdict": self.verdict,
+            "unreliable": [r["run_id"] for r in (self.base, self.run) if unreliable(r)],
         }
+
+
+# Above this timing spread ((max - min) / median, stability.WIDE_SPREAD) a run's timing is noise.
+WIDE_SPREAD = 0.5
+
+
+def unreliable(run: dict) -> str | None:
+    """Why a run's timing cannot support a verdict, or None: its timing pass spread wider than
+    half its median, or it ran on a machine busier than its cores (both said in its warnings)."""
+    if any(str(w).startswith("the machine is busy") for w in run.get("warnings") or []):
+        return "the machine was busy"
+    timing = run.get("timing") or {}
+    median = timing.get("median_us")
+    if median and timing.get("min_us") is not None and timing.get("max_us") is not None:
+        if (timing["max_us"] - timing["min_us"]) / median > WIDE_SPREAD:
+            return "its timing spread widely"
+    return None
+
+
+def change_text(found: dict) -> str:
+    """A change as the CLI says it: '+50% REGRESSION', '−42% faster', 'no change (+3%)' or
+    '+684% noisy' (the JSON of :meth:`Change.to_json`)."""
+    pct = percent(found["change_pct"] / 100)
+    verdict = found.get("verdict") or ("regression" if found.get("regression") else "no change")
+    if verdict == "regression":
+        return f"{pct} REGRESSION"
+    if verdict == "no change":
+        return f"no change ({pct})"
+    return f"{pct} {verdict}"
 
 
 def change(base: dict, run: dict, threshold: float = DEFAULT_THRESHOLD) -> Change | None:
@@ -338,19 +387,7 @@ def diff(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
             }
         )
     ops.sort(key=lambda o: -abs(o["self_device_us"]["delta"] or 0))
-    lines_a = {(e["path"], e["line"]): e for e in a.get("lines") or []}
-    lines_b = {(e["path"], e["line"]): e for e in b.get("lines") or []}
-    lines = []
-    for where in sorted(set(lines_a) | set(lines_b)):
-        before, after = lines_a.get(where, {}), lines_b.get(where, {})
-        lines.append(
-            {
-                "path": where[0],
-                "line": where[1],
-                "device_us": _pair(before.get("device_us"), after.get("device_us")),
-                "dispatches": _pair(before.get("dispatches"), after.get("dispatches")),
-            }
-        )
+    lines = _line_pairs(a.get("lines") or [], b.get("lines") or [])
     return {
         "a": _describe(a),
         "b": _describe(b),
@@ -362,7 +399,55 @@ def diff(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
         "figures": figures,
         "ops": ops,
         "lines": lines,
+        "lines_matched_by": "content"
+        if all(e.get("text") is not None for e in (a.get("lines") or []) + (b.get("lines") or []))
+        else "number",
     }
+
+
+def _line_key(entries: list[dict]) -> list[tuple]:
+    """Each line's key: (path, its source text, which occurrence of that text) when the run
+    recorded the text (schema 3), so a line keeps its figures when lines above it moved; else
+    (path, line number)."""
+    seen: dict[tuple, int] = {}
+    keys = []
+    for e in sorted(entries, key=lambda e: (e["path"], e["line"])):
+        if e.get("text") is None:
+            keys.append((e["path"], None, e["line"]))
+            continue
+        text_key = (e["path"], e["text"])
+        seen[text_key] = seen.get(text_key, 0) + 1
+        keys.append((e["path"], e["text"], seen[text_key]))
+    return keys
+
+
+def _line_pairs(entries_a: list[dict], entries_b: list[dict]) -> list[dict]:
+    both_have_text = all(e.get("text") is not None for e in entries_a + entries_b)
+    if not both_have_text:  # one run predates the text: numbers are all there is to match by
+        entries_a = [{k: v for k, v in e.items() if k != "text"} for e in entries_a]
+        entries_b = [{k: v for k, v in e.items() if k != "text"} for e in entries_b]
+    ordered_a = sorted(entries_a, key=lambda e: (e["path"], e["line"]))
+    ordered_b = sorted(entries_b, key=lambda e: (e["path"], e["line"]))
+    by_a = dict(zip(_line_key(ordered_a), ordered_a, strict=True))
+    by_b = dict(zip(_line_key(ordered_b), ordered_b, strict=True))
+    pairs = []
+    for key in sorted(set(by_a) | set(by_b), key=lambda k: (k[0], _line_of(k, by_a, by_b))):
+        before, after = by_a.get(key, {}), by_b.get(key, {})
+        pairs.append(
+            {
+                "path": key[0],
+                "line": after.get("line", before.get("line")),  # where it is now (B)
+                "line_a": before.get("line"),
+                "text": key[1],
+                "device_us": _pair(before.get("device_us"), after.get("device_us")),
+                "dispatches": _pair(before.get("dispatches"), after.get("dispatches")),
+            }
+        )
+    return pairs
+
+
+def _line_of(key: tuple, by_a: dict, by_b: dict) -> int:
+    return (by_b.get(key) or by_a.get(key) or {}).get("line") or 0
 
 
 def _pair(before, after) -> dict:
@@ -382,6 +467,7 @@ def _describe(run: dict) -> dict:
         "backend": run.get("backend"),
         "mode": run.get("mode"),
         "variant": (run.get("variant") or {}).get("label"),
+        "time_basis": run.get("time_basis"),
         "source_hash": fn.get("source_hash"),
         "error": (run.get("error") or {}).get("kind"),
     }

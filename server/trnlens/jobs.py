@@ -58,6 +58,30 @@ def _clip(text: str) -> str:
     return text if len(text) <= STDERR_LINE_CHARS else text[:STDERR_LINE_CHARS] + " [...]"
 
 
+def timed_out(timeout_s: float | None, agent) -> AgentFailure:
+    """A run stopped by its timeout: not the environment's fault, and it says where it was: the
+    phase from the agent's last progress and the project line the cancel stopped it at."""
+    progress = getattr(agent, "last_progress", None) or {}
+    answer = (getattr(agent, "cancelled_answer", None) or {}).get("error") or {}
+    phase = progress.get("phase") or "starting"
+    detail = f": {progress['message']}" if progress.get("message") else ""
+    message = (
+        f"the run took longer than {timeout_s:g} s and was stopped in phase {phase!r}{detail} "
+        f"(variant {progress.get('variant', 0)})"
+    )
+    if answer.get("path"):
+        message += f", at {answer['path']}:{answer['line']}"
+    elif phase in ("building-inputs", "compiling", "warm-up", "measuring", "timing"):
+        message += ", where no project line was running (inside a library, or between steps)"
+    if phase == "compiling":
+        message += "; a first compile can take minutes (Neuron): raise --timeout"
+    else:
+        message += "; a step that never returns (a loop without end, a wait) stops here"
+    failure = _failure("timeout", message)
+    failure.error["path"], failure.error["line"] = answer.get("path"), answer.get("line")
+    return failure
+
+
 def _failure(kind: str, message: str) -> AgentFailure:
     return AgentFailure(
         {"kind": kind, "type": kind, "message": message, "path": None, "line": None,
@@ -187,6 +211,8 @@ class AgentProcess:
     async def request(self, payload: dict, on_progress: Progress | None = None) -> dict:
         """Sends a profile request; returns its result, raises AgentFailure on error/cancel."""
         request_id = payload.setdefault("id", f"req-{os.getpid()}-{next(_ids)}")
+        self.last_progress: dict | None = None
+        self.cancelled_answer: dict | None = None
         payload["type"] = "profile"
         if self.memory_cap_mb:
             payload["options"] = {"memory_cap_mb": self.memory_cap_mb, **payload.get("options", {})}
@@ -207,6 +233,8 @@ class AgentProcess:
                 if message.get("type") == "pong" or message.get("id") != request_id:
                     continue
                 kind = message.get("type")
+                if kind == "progress":
+                    self.last_progress = message  # the phase a timeout names
                 if kind == "progress" and on_progress:
                     outcome = on_progress(message)
                     if isinstance(outcome, Awaitable):
@@ -305,6 +333,7 @@ class AgentProcess:
         except (asyncio.TimeoutError, asyncio.CancelledError):
             await self.kill()
             return
+        self.cancelled_answer = answer  # where the cancel stopped the code (a timeout says it)
         if answer is None or (answer.get("error") or {}).get("exiting"):
             # The agent leaves (the cancel stopped an import): wait until it has, or the next
             # run would write to a closed pipe.
@@ -428,11 +457,7 @@ async def run_profile(
         work = _run_with_retry(request, store, target, agent, on_progress)
         outcome = await asyncio.wait_for(work, request.timeout_s)
     except asyncio.TimeoutError:
-        raise _failure(
-            "environment",
-            f"the run took longer than {request.timeout_s:g} s and was stopped "
-            "(raise the timeout for first compiles on Neuron)",
-        ) from None
+        raise timed_out(request.timeout_s, agent) from None
     finally:
         if own_agent:
             await agent.close()

@@ -155,6 +155,14 @@ class Result:
         """What to call device time in any label: never 'device' when the CPU measured it."""
         return "CPU (ops)" if self.time_basis == "cpu" else self.data["backend"].upper()
 
+    @property
+    def part_label(self) -> str:
+        """What a line's, module's or finding's time is (agent/basis.py): the device label, or,
+        when they were put on the unprofiled median, 'unprofiled share' (of that median)."""
+        if (self.data.get("time_scale") or {}).get("basis") == "unprofiled":
+            return "unprofiled share"
+        return self.device_label
+
     def inputs_key(self) -> str:
         """Runs are comparable when target, backend, mode and inputs are the same."""
         return json.dumps(self.data.get("inputs"), sort_keys=True)

@@ -8,6 +8,8 @@ def duration(us: float | None) -> str:
     """Microseconds scaled to a readable unit with three significant figures: 0.70 ms, 1.84 s."""
     if us is None:
         return "–"
+    if us < 0:  # a change: the sign, then the magnitude in its own unit (not -50108538 ns)
+        return "-" + duration(-us)
     if us < 1:
         return f"{us * 1000:.0f} ns"
     if us < 1000:

@@ -24,14 +24,15 @@ def test_steady_figures_raise_nothing():
 
 def test_an_inflating_profiler_says_which_figure_to_trust_and_why():
     profiled = stability.summary([2800.0] * 12)
-    found, (warning,) = stability.assess(profiled, timing(1000.0, 990.0, 1010.0), threads=2)
+    found, (warning, advice) = stability.assess(profiled, timing(1000.0, 990.0, 1010.0), threads=2)
     assert found["noisy"] and found["profiler_overhead"] == 2.8
     assert "took 2.8x the unprofiled ones (median 2.8 ms vs 1 ms)" in warning
     assert "timing pass's median is the time to trust" in warning
     assert "OpenMP thread wake-ups between ops (2 threads)" in warning
-    assert "--steps" in warning and "--repeats" in warning and "fewer threads" in warning
-    assert "same setting" in warning  # fewer threads are steadier, not faster
-    assert stability.is_stability_warning(warning)
+    assert "--steps" in advice and "--repeats" in advice and "fewer threads" in advice
+    assert "same setting" in advice  # fewer threads are steadier, not faster
+    assert "--steps" not in warning  # the advice is said once, apart
+    assert stability.is_stability_warning(warning) and stability.is_stability_warning(advice)
     assert not stability.is_stability_warning("import torch took 2.0 s (cold agent)")
 
 
@@ -45,6 +46,14 @@ def test_a_wide_spread_names_the_pass_the_cause_and_the_remedy():
     assert len(wide) == 1 and wide[0].startswith("the profiled steps' times vary widely")
     assert "a busy machine" in wide[0] and "too few steps" in wide[0]
     assert stability.is_stability_warning(wide[0])
+    assert [w for w in warnings if "--steps" in w] == [warnings[-1]]  # the advice once
+
+
+def test_the_advice_is_given_once_however_many_figures_are_unstable():
+    profiled = stability.summary([74_100.0, 43_500.0, 6_510.0])
+    found, warnings = stability.assess(profiled, timing(3_000.0, 1_000.0, 9_000.0), busy=True)
+    assert found["noisy"] and len([w for w in warnings if "vary widely" in w]) == 2
+    assert sum(w.count("fewer threads") for w in warnings) == 1
 
 
 def test_no_timing_pass_leaves_the_ratio_unknown():
@@ -65,7 +74,7 @@ def test_page_faults_of_the_timing_pass_are_said_with_their_cost_and_remedy():
 def test_faults_only_under_the_profiler_are_a_cause_of_its_inflation_not_the_codes_cost():
     settled = {**timing(4_000.0, 3_900.0, 4_100.0), "page_faults": 0}
     profiled = stability.summary([17_000.0] * 12, [8192] * 12)
-    found, (warning,) = stability.assess(profiled, settled, threads=1)
+    found, (warning, _) = stability.assess(profiled, settled, threads=1)
     assert found["page_faults_per_step"] == 0
     assert warning.startswith("the profiled steps took 4.2x")
     assert "page faults in the profiled steps" in warning

@@ -197,9 +197,12 @@ def test_model_classes_are_flagged_in_the_right_method(name: str) -> None:
     (finding,) = findings(source, "TRN001")
     assert finding.qualname == {"gemma": f"{cls}._norm"}.get(name, f"{cls}.forward")
     assert finding.naive_dispatches == 5
+    # T5 multiplies the weight on the norm's line: a run counts that dispatch there too.
+    on_lines = {"t5": " (about 6 on its lines as a run counts them)"}.get(name, "")
     assert finding.message == (
-        "naive RMSNorm: 5 separate dispatches and 4 intermediate tensors; "
-        "torch.rms_norm runs as one fused kernel (static: not measured)"
+        f"naive RMSNorm: 5 separate dispatches and 4 intermediate tensors{on_lines}; "
+        "torch.rms_norm is one dispatch (on the CPU, _fused_rms_norm with pow, mean and mul "
+        "inside) (static: not measured)"
     )
 
 

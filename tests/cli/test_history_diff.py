@@ -71,7 +71,7 @@ def test_diff_fails_above_the_bound_only_beyond_the_spread(tmp_path):
     assert trnlens("diff", a["run_id"], slow["run_id"], "--fail-above", "60",
                    cwd=root).returncode == exitcodes.OK  # fmt: skip
     done = trnlens("diff", a["run_id"], noisy["run_id"], "--fail-above", "10", cwd=root)
-    assert done.returncode == exitcodes.OK and "no regression" in done.stdout
+    assert done.returncode == exitcodes.OK and ": no change: +25% is within" in done.stdout
     # Without --fail-above the verdict is printed, the exit code stays 0.
     assert trnlens("diff", a["run_id"], slow["run_id"], cwd=root).returncode == exitcodes.OK
 
@@ -90,3 +90,23 @@ def test_diff_json_prefixes_and_result_files(tmp_path):
     assert done.returncode == exitcodes.USAGE and "ambiguous" in done.stderr
     done = trnlens("diff", "nope", b["run_id"], cwd=root)
     assert done.returncode == exitcodes.USAGE and "no run 'nope'" in done.stderr
+
+
+def test_unchanged_runs_with_overlapping_spreads_read_no_change(tmp_path):
+    root = project(tmp_path)
+    a = stored(root, 1, 10_000.0, 9_000.0, 80_000.0)  # a burst of load in one call
+    b = stored(root, 2, 60_108.5, 50_000.0, 70_000.0)  # +501 %, within a's spread
+    done = trnlens("history", "model.py::f", cwd=root)
+    newest = next(line for line in done.stdout.splitlines() if b["run_id"] in line)
+    assert "no change (+501%)" in newest and "REGRESSION" not in done.stdout
+    done = trnlens("diff", b["run_id"], a["run_id"], "--fail-above", "10", cwd=root)
+    assert done.returncode == exitcodes.OK, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    verdict = next(line for line in lines if line.startswith("verdict on the "))
+    assert verdict.startswith("verdict on the median (timing pass, no profiler): no change")
+    # The table shows the verdict's own statistic first, with units on negative changes too.
+    first = next(line for line in lines if "median (timing pass, no profiler)" in line[:40])
+    assert "-50.1 ms (−83%)" in first
+    assert "ns" not in done.stdout
+    # CPU time is labelled as CPU time: the runs' time basis is cpu.
+    assert "CPU (ops)/step (profiled)" in done.stdout and "device/step" not in done.stdout

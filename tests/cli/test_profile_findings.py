@@ -39,7 +39,7 @@ def test_a_training_step_profiles_as_written_with_its_findings(tmp_path):
     out = done.stdout
     assert "as-written" in out
     assert "mode as-written: auto: calls loss.backward() at train.py:15 (a training step)" in out
-    assert "Findings (measured in this run)" in out
+    assert "Findings (measured in this run; times: shares of the " in out
     row = next(line for line in out.splitlines() if "optimizer-single-tensor " in line)
     assert row.split()[0] == "train.py:16"
     assert "Launch:" in out

@@ -150,8 +150,8 @@ def test_summarize_reads_figures_and_labels_by_time_basis():
     answer = summarize("f", outcome)
     assert answer["message"].startswith(
         "compared f: original 6 dispatches, 1.84 ms NEURON/step; "
-        "fixed TRN001 1 dispatch, 3.00× (2.50–3.50×), max |diff| 2.0e-07; "
-        "compiled 1 dispatch, 2.50× (2.00–2.90×), max |diff| 1.0e-06"
+        "fixed TRN001 1 dispatch, 3.00× faster (2.50–3.50×), max |diff| 2.0e-07; "
+        "compiled 1 dispatch, 2.50× faster (2.00–2.90×), max |diff| 1.0e-06"
     )
     assert answer["lens"] == "fixed 3.00× · compiled 2.50× · 6/1/1 dispatches"
     assert [v["dispatches"] for v in answer["variants"]] == [6, 1, 1]

@@ -6,6 +6,7 @@ import json
 import re
 from html.parser import HTMLParser
 
+from trnlens import speedup
 from trnlens.report import build
 from trnlens.store import Store
 
@@ -117,9 +118,12 @@ def test_a_three_way_comparison_report_shows_the_variants_side_by_side(runs):
     for label in labels:
         assert label in body
     speedups = runs.comparison["speedups"]
+    ranges = runs.comparison["speedup_ranges"]
     assert "baseline" in body
-    for speedup in speedups[1:]:
-        assert f"{speedup:.2f}×" in body
+    for factor, span in zip(speedups[1:], ranges[1:], strict=True):
+        # a range that contains 1.00× reads "no measurable difference", not a factor
+        assert speedup.verdict(factor, span, "×") in body
+    assert "median of per-round ratios" in body
     # their timelines on one axis: one group per variant, each with its dispatch count
     variants = {e["variant"] for e in page.events}
     assert variants == set(labels)
@@ -193,8 +197,12 @@ def test_variants_stored_before_they_carried_speedups_get_them_from_timing(runs,
         built = build.write(store, selected, runs.root, tmp_path / "old.html")
     body = " ".join(Page(built.path.read_text("utf-8")).text)
     assert "baseline" in body
-    for speedup in comparison["speedups"][1:]:
-        assert f"{speedup:.2f}×" in body
+    for variant in comparison["variants"][1:]:
+        base, own = comparison["variants"][0]["timing"], variant["timing"]
+        extremes = [base["min_us"] / own["max_us"], base["max_us"] / own["min_us"]]
+        factor = base["median_us"] / own["median_us"]
+        assert speedup.verdict(factor, extremes, "×") in body
+    assert "overstates the spread" in body
 
 
 def test_neff_ntff_pairs_are_linked_beside_the_run(runs, tmp_path):

@@ -17,6 +17,9 @@ from collections import defaultdict
 
 STEP_PREFIX = "ProfilerStep"
 LINE_LABEL = "trnlens.line:"
+# Around the backward that training mode adds after the call (runner.py): its dispatches count
+# on the profiled function's def line, in a row of their own (``label``), not on no row at all.
+ADDED_BACKWARD_LABEL = LINE_LABEL + "added-backward"
 COMPILED_REGION = "Torch-Compiled Region"
 COMPILED_GRAPH = "## Call CompiledFxGraph"
 

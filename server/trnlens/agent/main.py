@@ -160,6 +160,11 @@ class Agent:
                 "id": request_id,
                 "error": errors.AgentError("cancelled", "cancelled").to_json(),
             }
+            if isinstance(exc, KeyboardInterrupt):
+                # Where the cancel stopped the code: a timeout names the line it was stuck at.
+                where = stopped_at(exc, request.get("project_root") or os.getcwd())
+                if where:
+                    reply["error"]["path"], reply["error"]["line"] = where
             if isinstance(exc, KeyboardInterrupt) and not interrupted_safely(exc, request):
                 # The interrupt landed inside an import or a library (torch half-imported, a
                 # profiler half-exited): this process cannot be trusted with the next run.
@@ -184,6 +189,17 @@ class Agent:
         # Collect the run's garbage now, between requests, so that it neither weighs on the
         # next measurement nor delays the answer just sent.
         gc.collect()
+
+
+def stopped_at(exc: BaseException, root: str) -> tuple[str, int] | None:
+    """The innermost project line in the traceback of a cancel's KeyboardInterrupt."""
+    from .loader import Project
+
+    project = Project(root=os.path.abspath(root))
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if project.is_project_file(frame.filename) and frame.lineno:
+            return project.relpath(frame.filename), frame.lineno
+    return None
 
 
 def interrupted_safely(exc: BaseException, request: dict) -> bool:

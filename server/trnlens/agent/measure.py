@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import basis, patterns, stability
 from . import events as ev
-from . import patterns, stability
 from .lines import make_line_mode
 
 try:
@@ -57,6 +57,9 @@ class Settings:
     timing: bool = True
     # Extra steps, at most, that a pass runs until its steps stop faulting (``_settled``).
     settle_steps: int = 8
+    # A comparison times its variants together, in interleaved rounds (rounds.py): each
+    # variant's own timing pass and stability verdict then wait for ``finish``.
+    defer_timing: bool = False
 
 
 @dataclass
@@ -85,6 +88,7 @@ class Measurement:
     warnings: list = field(default_factory=list)
     findings: list = field(default_factory=list)  # patterns.py, over the headline events
     launch: dict | None = None
+    time_scale: dict | None = None  # basis.py: lines and findings on the headline's basis
 
 
 class Measurer:
@@ -102,17 +106,28 @@ class Measurer:
         self.last_faults = 0  # page faults (minor and major) of the last step
         self.calm_steps = 0  # steps in a row, up to the last, without a page fault
         self.profiled_faults: list[int] = []  # each headline step's
+        # Given the first call's return value (before any other step can change it): a
+        # comparison's outputs come from the same state for every variant (runner.py).
+        self.keep_first_output: Callable[[Any], None] | None = None
+        self.round_faults: list[int] = []  # page faults of each interleaved round's call
+        self.device_mean_us = 0.0  # the profiled device time per step, mean over the steps
+        # record_function labels of trnlens's own code -> the (path, line) their ops count on
+        self.extra_labels: dict[str, tuple[str, int]] = {}
 
     def _check(self) -> None:
         if self.cancelled():
             raise Cancelled()
 
-    def _one_step(self, step: Callable[[], Any]) -> float:
+    def _one_step(
+        self, step: Callable[[], Any], keep: Callable[[Any], None] | None = None
+    ) -> float:
         faults = _page_faults()
         start = time.perf_counter()
-        step()
+        out = step()
         self.backend.synchronize()
         elapsed = (time.perf_counter() - start) * 1e6
+        if keep is not None:
+            keep(out)
         self.last_faults = _page_faults() - faults
         self.calm_steps = self.calm_steps + 1 if self.last_faults == 0 else 0
         self.steps_us += elapsed  # what the user's code cost; the rest is trnlens's overhead
@@ -142,7 +157,7 @@ class Measurer:
                 )
             else:
                 self.progress("compiling" if compiled else "warm-up", "first call")
-            m.first_call_us = self._one_step(step)
+            m.first_call_us = self._one_step(step, self.keep_first_output)
             for _ in range(max(s.warmup - 1, 0)):
                 self._check()
                 self._one_step(step)
@@ -154,9 +169,20 @@ class Measurer:
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
-        step_cpu = [e.cpu_time_total for e in ev.step_events(events)]
+        # The headline's three times are medians over the same steps: the wall median's (which
+        # leaves out steps that faulted in memory the profiler displaced, stability.py).
+        kept = stability.kept_steps(wall, self.profiled_faults)
+        ordered = sorted(ev.step_events(events), key=lambda e: e.time_range.start)
+        if len(ordered) != len(wall):
+            kept = list(range(len(ordered)))
+        step_cpu = [ordered[i].cpu_time_total for i in kept]
         m.cpu_time_per_step_us = statistics.median(step_cpu) if step_cpu else 0.0
-        m.device_time_per_step_us = self._device_time(host_events) / steps
+        per_step = self._device_time_by_step(host_events, ordered)
+        self.device_mean_us = self._device_time(host_events) / steps  # what lines are parts of
+        kept_device = [per_step[i] for i in kept if i < len(per_step)]
+        m.device_time_per_step_us = (
+            statistics.median(kept_device) if kept_device else self.device_mean_us
+        )
         m.ops = ev.op_table(
             events, self.backend.self_device_us, self.backend.device_total_us, steps
         )
@@ -195,16 +221,42 @@ class Measurer:
         m.findings, m.launch = self._findings(m, host_events, sites, compiled)
         if self.backend.time_basis != "cpu":
             m.peak_memory_bytes = self._device_peak(step)
+        if s.defer_timing:
+            m.steps_us = self.steps_us
+            return m
         if s.timing:
             self.progress("timing", f"up to {s.repeats} synchronised calls")
             m.timing = self._timing(step)
+        return self.finish(m, m.timing)
+
+    def finish(self, m: Measurement, timing: dict | None) -> Measurement:
+        """The timing figures (this variant's own pass, or its share of the interleaved rounds)
+        and the stability verdict that reads them."""
+        m.timing = timing
         threads = self.torch.get_num_threads() if self.backend.time_basis == "cpu" else None
         m.stability, notes = stability.assess(
             m.profiled_timing, m.timing, busy=_busy(), threads=threads
         )
         m.warnings.extend(notes)
         m.steps_us = self.steps_us
+        self._on_headline_basis(m)
         return m
+
+    def _on_headline_basis(self, m: Measurement) -> None:
+        """Lines and findings as shares of the headline the lens shows (basis.py)."""
+        name, total = basis.headline(m.device_time_per_step_us, m.timing, m.stability)
+        lines_total = sum(line.get("device_us") or 0.0 for line in m.lines)
+        m.time_scale = basis.scale(name, total, self.device_mean_us, lines_total)
+        keys = ("device_us", "cpu_us") if self.backend.time_basis == "cpu" else ("device_us",)
+        basis.rescale_rows(m.lines, keys, m.time_scale["factor"])
+        basis.rescale_findings(m.findings, total)
+
+    def round_call(self, step: Callable[[], Any]) -> float:
+        """One synchronised call in an interleaved round (rounds.py), under the pass contexts."""
+        with self.context():
+            elapsed = self._one_step(step)
+        self.round_faults.append(self.last_faults)
+        return elapsed
 
     def _findings(self, m: Measurement, host_events, sites, compiled: bool):
         if self.backend.time_basis == "cpu":
@@ -230,6 +282,23 @@ class Measurer:
         launch_found, launch = patterns.check(host_events, sites, time_us, step_us, [],
                                               eager=not compiled, patterns=False)  # fmt: skip
         return sorted(found + launch_found, key=lambda f: -f["share"]), launch
+
+    def _device_time_by_step(self, host_events, ordered_steps) -> list[float]:
+        """Each profiled step's device (CPU, on the cpu backend) time, steps in order."""
+        if self.backend.time_basis == "cpu":
+            work = ev.outermost_work(host_events)
+            time_of = lambda e: e.cpu_time_total  # noqa: E731
+        else:
+            work = [e for e in host_events if not ev.is_step(e)]
+            time_of = self.backend.self_device_us
+        totals = [0.0] * len(ordered_steps)
+        for event in work:
+            start = event.time_range.start
+            for index, step in enumerate(ordered_steps):
+                if step.time_range.start <= start <= step.time_range.end:
+                    totals[index] += time_of(event)
+                    break
+        return totals
 
     def _device_time(self, host_events) -> float:
         if self.backend.time_basis == "cpu":
@@ -293,6 +362,7 @@ class Measurer:
         """
         torch = self.torch
         mode = make_line_mode(torch, project.is_project_file, project.relpath)
+        mode.labels.update(self.extra_labels)
         collected: dict[str, Any] = {"events": []}
         steps = min(self.settings.steps, 3)
 
@@ -375,13 +445,18 @@ class Measurer:
                 faults.append(self.last_faults)
                 if len(samples) >= 5 and time.perf_counter() > deadline:
                     break
-        return {
-            "median_us": statistics.median(samples),
-            "min_us": min(samples),
-            "max_us": max(samples),
-            "repeats": len(samples),
-            "page_faults": statistics.median(faults),
-        }
+        return timing_figures(samples, faults)
+
+
+def timing_figures(samples: list[float], faults: list[int]) -> dict:
+    """The timing pass's figures: median, min and max of its calls, with the median page faults."""
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "max_us": max(samples),
+        "repeats": len(samples),
+        "page_faults": statistics.median(faults) if faults else 0,
+    }
 
 
 class SettlingSchedule:

@@ -27,9 +27,10 @@ import json
 import threading
 from typing import IO, Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# 3 (issue 22): comparison speedup_method/outputs_not_comparable; line/finding time_scale.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 AGENT_VERSION = "0.1.0"
 
 # What a run does where the request leaves a field out: defined here once, read by the agent, the

@@ -4,10 +4,19 @@ A request names one or more variants to run on the same inputs. Each variant is 
 ``path::qualname``, optionally replaced by ``source`` text (a generated fix: it is exec'd in a copy
 of the module's globals and stands in for ``replaces``, default ``qualname``), optionally wrapped
 in ``torch.compile`` (``compile: true``; ``backend="neuron"`` on Neuron).
+
+A comparison (two variants or more) must compare like with like: every variant starts from a deep
+copy of one snapshot of the inputs (modules, optimizers and tensors copied together) with the RNGs
+reseeded, and its output is its first call's, so identical code gives identical outputs however
+many steps each variant's passes run. The baseline's first call is made once more from a fresh
+copy: when it disagrees with itself its outputs depend on state outside the inputs, and the
+comparison says "outputs not comparable" instead of a max |diff|. The variants' timing calls are
+interleaved in rounds (rounds.py).
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import gc
 import os
@@ -20,9 +29,10 @@ from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from . import errors, inputs, loader, sources, steps
+from . import errors, inputs, loader, rounds, sources, steps
 from .compilelog import CompileLog
-from .measure import Cancelled, Measurer, Settings
+from .events import ADDED_BACKWARD_LABEL
+from .measure import Cancelled, Measurer, Settings, timing_figures
 from .protocol import MODES, RUN_DEFAULTS, SCHEMA_VERSION
 from .reloader import Reloader
 
@@ -51,6 +61,13 @@ class Runner:
         self.cancelled = cancelled
         self.variant_index = 0
         self.torch = None
+        # A comparison starts every variant from one snapshot of its inputs (deep copies of the
+        # first build: modules, optimizers, tensors), keyed by (file, inputs source).
+        self.snapshots: dict[tuple, Any] = {}
+        self.state_notes: list[str] = []
+        self.timed: list[tuple] = []  # (index, measurer, measurement, step) for the rounds
+        self.replay: Callable[[], Any] | None = None  # the baseline's first call, again
+        self.comparing = False
 
     def progress(self, phase: str, message: str = "") -> None:
         self._progress(phase=phase, variant=self.variant_index, message=message)
@@ -129,6 +146,8 @@ class Runner:
         memory_cap = options.get("memory_cap_mb")
         reload_notes = self.reloader.prepare(project, torch, memory_cap)
         loader.install(project)
+        self.comparing = len(variants) > 1
+        settings.defer_timing = self.comparing and settings.timing
         results = []
         modules: dict[str, types.ModuleType] = {}
         for index, variant in enumerate(variants):
@@ -154,6 +173,8 @@ class Runner:
                 result["warnings"][:0] = backend.warnings
                 backend.warnings.clear()
             results.append(result)
+        if self.timed:
+            self._interleaved_timing(results, settings)
         self.reloader.record(project)
         self.reloader.check_compile_settings(torch)  # may ask for a fresh process instead
         for note in reload_notes:
@@ -259,10 +280,11 @@ class Runner:
         target = loader.resolve(module, qualname)
 
         self.progress("building-inputs")
-        torch.manual_seed(0)
+        _reseed(torch)
         made, source_desc = self._inputs(
             module, target, definition, text, relpath, project, backend
         )
+        made = self._from_snapshot((path, source_desc), made)
         made.args = inputs.to_device(made.args, backend.device, torch)
         made.kwargs = inputs.to_device(made.kwargs, backend.device, torch)
         call = self._callable(target, definition, made, variant, module, result, backend)
@@ -299,9 +321,39 @@ class Runner:
             self.progress,
             self.cancelled,
         )
+        if mode == "training":  # the backward it adds counts on the def line (events.py)
+            measurer.extra_labels[ADDED_BACKWARD_LABEL] = (relpath, definition.def_line)
+        kept: dict[str, Any] = {}
+        # The first call's output, from the snapshot's state and freshly seeded RNGs: identical
+        # code gives identical outputs however many steps each variant's passes run after it.
+        measurer.keep_first_output = lambda out: kept.setdefault("output", _cpu_copy(out, torch))
+        if self.comparing and self.variant_index == 0 and not compiled:
+            snap_key, source, snap_made = (path, source_desc), variant, made
+
+            def replay():
+                again = self._from_snapshot(snap_key, snap_made)
+                if again is snap_made:  # no copy to start from
+                    return None
+                again.args = inputs.to_device(again.args, backend.device, torch)
+                again.kwargs = inputs.to_device(again.kwargs, backend.device, torch)
+                if isinstance(again.instance, torch.nn.Module):
+                    again.instance.to(backend.device)
+                    if mode != "as-written":
+                        again.instance.train(mode == "training")
+                call2 = self._callable(target, definition, again, source, module,
+                                       {"variant": dict(result["variant"])}, backend)  # fmt: skip
+                step2 = _make_step(
+                    call2, again, mode, torch, project, (relpath, definition.def_line)
+                )
+                _reseed(torch)
+                with _mode_context(torch, mode):
+                    return _cpu_copy(step2(), torch)
+
+            self.replay = replay
         try:
+            _reseed(torch)
             m = measurer.run(measured_step, compiled=compiled, out_dir=out_dir, project=project)
-            output = _output_of(step, torch, mode)
+            output = kept.get("output")
         except Cancelled:
             raise
         except errors.AgentError:
@@ -342,13 +394,21 @@ class Runner:
             "artifacts",
             "findings",
             "launch",
+            "time_scale",
         ):
             result[key] = getattr(m, key)
+        _add_line_texts(result["lines"], project)
+        if mode == "training":
+            for entry in result["lines"] or []:
+                if (entry["path"], entry["line"]) == (relpath, definition.def_line):
+                    entry["label"] = "backward added by training mode"
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
             result["dispatch_shapes"] = m.dispatch_shapes
         result["warnings"].extend(m.warnings)
         result["_output"] = output
+        if settings.defer_timing:
+            self.timed.append((self.variant_index, measurer, m, step))
 
     def _inputs(self, module, target, definition, text, relpath, project, backend):
         directives = sources.read_directives(text, definition)
@@ -422,42 +482,142 @@ class Runner:
                 call = torch.compile(call)
         return call
 
+    def _from_snapshot(self, key: tuple, made: inputs.Inputs) -> inputs.Inputs:
+        """The inputs a variant starts from: in a comparison, a deep copy of the snapshot taken
+        of the first variant's inputs with the same key (instance, args and kwargs copied
+        together, so an optimizer in the args keeps pointing at the copied module's
+        parameters); ``made`` itself when there is nothing to copy from."""
+        if not self.comparing:
+            return made
+        snap = self.snapshots.get(key)
+        if snap is None:
+            try:
+                snap = copy.deepcopy((made.instance, made.args, made.kwargs, made.description))
+            except Exception as exc:  # a tensor in the middle of a graph, a lock, a generator
+                self.snapshots[key] = False
+                self.state_notes.append(
+                    f"the inputs could not be copied ({type(exc).__name__}: {exc}): each variant "
+                    "built its own, and state they share outside the inputs carries over"
+                )
+                return made
+            self.snapshots[key] = snap
+            return made  # its state is the snapshot's: nothing has run on it yet
+        if snap is False:
+            return made
+        instance, args, kwargs, description = copy.deepcopy(snap)
+        return inputs.Inputs(args, kwargs, instance, description)
+
+    def _interleaved_timing(self, results: list[dict], settings: Settings) -> None:
+        """Times the variants that ran in interleaved rounds (rounds.py) and gives each its
+        figures, stability verdict and warnings; the per-round times stay for the ratios."""
+        self.variant_index = 0
+        self.progress("timing", f"up to {settings.repeats} interleaved rounds")
+        timed = [entry for entry in self.timed if not results[entry[0]]["error"]]
+        if not timed:
+            return
+
+        def check():
+            if self.cancelled():
+                raise Cancelled()
+
+        calls = [
+            (lambda measurer=measurer, step=step: measurer.round_call(step))
+            for _, measurer, _, step in timed
+        ]
+        samples = rounds.interleave(
+            calls,
+            settings.repeats,
+            settings.timing_budget_s * len(calls),
+            settle_rounds=2,
+            check=check,
+        )
+        for (index, measurer, m, _), times in zip(timed, samples, strict=True):
+            faults = measurer.round_faults[-len(times) :] if times else []
+            measurer.finish(m, timing_figures(times, faults) if times else None)
+            result = results[index]
+            result["timing"] = m.timing
+            result["stability"] = m.stability
+            result["time_scale"] = m.time_scale  # lines and findings were rescaled in place
+            result["warnings"].extend(w for w in m.warnings if w not in result["warnings"])
+            result["accounting"]["steps_us"] = m.steps_us
+            result["_rounds"] = times
+
     def _comparison(self, results: list[dict]) -> dict:
         torch = self.torch
         base = results[0]
         speedups, ranges, diffs = [], [], []
         baseline_out = base.get("_output")
+        not_comparable = self._outputs_note(base, torch)
         for r in results:
-            t, b = r.get("timing"), base.get("timing")
-            if t and b and not r["error"] and not base["error"]:
-                speedups.append(b["median_us"] / t["median_us"])
-                ranges.append([b["min_us"] / t["max_us"], b["max_us"] / t["min_us"]])
+            if r.get("_rounds") and base.get("_rounds") and not r["error"] and not base["error"]:
+                speedup, span = rounds.ratio_figures(base["_rounds"], r["_rounds"])
             else:
-                speedups.append(None)
-                ranges.append(None)
-            diffs.append(_max_abs_diff(baseline_out, r.get("_output"), torch))
-        warnings = []
+                speedup, span = None, None
+            speedups.append(speedup)
+            ranges.append(span)
+            diffs.append(
+                None if not_comparable else _max_abs_diff(baseline_out, r.get("_output"), torch)
+            )
+        warnings = list(self.state_notes)
+        if not_comparable:
+            warnings.append(not_comparable)
         if len({str(r["inputs"]) for r in results if r["inputs"]}) > 1:
             warnings.append("the variants ran on different inputs: compare their figures with care")
         for index, r in enumerate(results):
             r.pop("_output", None)
+            r.pop("_rounds", None)
             # Kept on each stored variant too: the comparison envelope itself is not stored.
             r["comparison"] = {
                 "baseline_run_id": base["run_id"],
                 "index": index,
                 "speedup": speedups[index],
                 "speedup_range": ranges[index],
+                "speedup_method": "rounds",
                 "max_abs_diff": diffs[index],
             }
-        return {
+            if not_comparable:
+                r["comparison"]["outputs_not_comparable"] = not_comparable
+        found = {
             "schema_version": SCHEMA_VERSION,
             "variants": results,
             "baseline": 0,
             "speedups": speedups,
             "speedup_ranges": ranges,
+            "speedup_method": "rounds",
             "max_abs_diff": diffs,
             "warnings": warnings,
         }
+        if not_comparable:
+            found["outputs_not_comparable"] = not_comparable
+        return found
+
+    def _outputs_note(self, base: dict, torch) -> str | None:
+        """Why the variants' outputs cannot be compared, or None: the baseline's first call,
+        made again from a fresh copy of the same snapshot with the same seeds, must give the
+        same output, or what it returns depends on state outside its inputs (module globals,
+        files) or on nondeterminism, and any difference between variants means nothing."""
+        if self.replay is None or base["error"] or base.get("_output") is None:
+            return None
+        try:
+            again = self.replay()
+        except Exception as exc:  # the code ran once already: a second failure is still a fact
+            return (
+                "outputs not comparable: the baseline could not be run again from the same "
+                f"state ({type(exc).__name__}: {exc})"
+            )
+        if again is None:
+            return None
+        drift = _max_abs_diff(base["_output"], again, torch)
+        if drift is not None and drift != drift:  # NaN: no difference can be read from it
+            return "outputs not comparable: the baseline's output contains NaN"
+        if drift is None or drift > 0:
+            what = "a different shape" if drift is None else f"max |diff| {drift:.3g}"
+            return (
+                "outputs not comparable: the baseline run twice from the same inputs and seeds "
+                f"gave different outputs ({what}): they depend on state outside the inputs "
+                "(module globals, files) or on nondeterminism, so no max |diff| is given"
+            )
+        return None
 
 
 def _machine_load_warning() -> str | None:
@@ -544,7 +704,8 @@ def _make_step(call, made, mode: str, torch, project, where: tuple[str, int]) ->
         if not outs:
             raise errors.usage("training mode: the function returned no tensor that requires grad")
         try:
-            sum(t.float().sum() for t in outs).backward()
+            with torch.autograd.profiler.record_function(ADDED_BACKWARD_LABEL):
+                sum(t.float().sum() for t in outs).backward()
         except Exception as exc:
             # Our backward has no project frame: name the profiled function's line instead.
             failure = errors.from_user_code(exc, is_project_file, relpath)
@@ -569,10 +730,38 @@ def _tensors(value) -> list:
     return []
 
 
-def _output_of(step, torch, mode) -> Any:
-    with _mode_context(torch, mode):
-        out = step()
-    return [t.detach().to("cpu") for t in _tensors(out)]
+def _add_line_texts(lines: list, project) -> None:
+    """Each measured line's source text (stripped): ``trnlens diff`` matches lines of two runs
+    by it, so that a line keeps its figures when an edit above it moved it."""
+    texts: dict[str, list[str] | None] = {}
+    for entry in lines or []:
+        path = entry.get("path")
+        if path not in texts:
+            try:
+                texts[path] = project.read(os.path.join(project.root, path)).splitlines()
+            except (OSError, UnicodeDecodeError):
+                texts[path] = None
+        found = texts[path]
+        line = entry.get("line") or 0
+        if found is not None and 0 < line <= len(found):
+            entry["text"] = found[line - 1].strip()
+
+
+def _cpu_copy(out, torch) -> list:
+    """The output's tensors, copied to the host now: later steps may change them in place."""
+    return [t.detach().to("cpu", copy=True) for t in _tensors(out)]
+
+
+def _reseed(torch) -> None:
+    """The same RNG state before each variant's inputs and first call (torch's, Python's and
+    numpy's where the code imported it): dropout and random inputs then agree across variants."""
+    import random
+
+    torch.manual_seed(0)
+    random.seed(0)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(0)
 
 
 def _max_abs_diff(a, b, torch) -> float | None:

@@ -34,10 +34,14 @@ ADVICE = (
 # 5 ms on two on the 2-core machine this was measured on; the spread is what fewer threads buy.
 
 
+ADVICE_PREFIX = "to steady these figures, try "
+
+
 def is_stability_warning(text: str) -> bool:
     """Whether a result's warning is one of :func:`assess`'s (the editor's hover repeats them)."""
     return (
         text.startswith("the profiled steps took ")
+        or text.startswith(ADVICE_PREFIX)
         or " times vary widely (" in text
         or text.startswith("every step faults in fresh memory")
     )
@@ -77,6 +81,15 @@ def profiled_summary(samples: list[float], faults: list[int]) -> dict | None:
     return found
 
 
+def kept_steps(samples: list[float], faults: list[int]) -> list[int]:
+    """The indices of the steps :func:`profiled_summary` keeps: the headline's other medians
+    are taken over the same steps."""
+    calm = [i for i, count in enumerate(faults) if count == 0]
+    if not faults or len(faults) != len(samples) or len(calm) < 2 or len(calm) == len(samples):
+        return list(range(len(samples)))
+    return calm
+
+
 def spread(figures: dict | None) -> float | None:
     """(max - min) / median of a summary (or of the timing pass's figures)."""
     if not figures or not figures.get("median_us"):
@@ -114,7 +127,7 @@ def assess(
             f"the profiled steps took {overhead:.1f}x the unprofiled ones (median "
             f"{_ms(profiled['median_us'])} vs {_ms(timing['median_us'])}): the profiler's "
             "per-op cost inflates code made of many small ops; the timing pass's median is the "
-            f"time to trust (likely cause: {causes or 'the profiler itself'}; try {ADVICE})"
+            f"time to trust (likely cause: {causes or 'the profiler itself'})"
         )
     for name, figures, value in wide:
         count = figures.get("steps", figures.get("repeats"))
@@ -122,8 +135,10 @@ def assess(
             f"the {name} times vary widely ({_ms(figures['min_us'])} to "
             f"{_ms(figures['max_us'])}, median {_ms(figures['median_us'])} over {count}; spread "
             f"{value:.0%}): these figures "
-            f"are not stable (likely cause: {causes or 'other work on the machine'}; try {ADVICE})"
+            f"are not stable (likely cause: {causes or 'other work on the machine'})"
         )
+    if warnings:  # the advice once, however many figures it concerns
+        warnings.append(ADVICE_PREFIX + ADVICE)
     # The timing pass's figures are the ones to trust: faults only in the profiled steps are
     # named as a cause of the profiler's inflation above, not as the code's own cost.
     faults = (timing if timing and "page_faults" in timing else profiled or {}).get("page_faults")

@@ -22,11 +22,33 @@ KIND_EXIT = {
     "environment": exitcodes.TARGET_UNUSABLE,
     "internal": exitcodes.TARGET_UNUSABLE,
     "cancelled": 130,
+    "timeout": exitcodes.USER_CODE_FAILED,  # the code did not finish in time, not the target
 }
 
 
 class UsageError(Exception):
     pass
+
+
+def _checked(convert, ok, what: str):
+    """An argparse ``type`` that refuses values outside ``ok`` (a usage error: exit 2)."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what}, got {text!r}") from None
+        if not ok(value) or value != value:  # NaN is no count or duration
+            raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _checked(int, lambda v: v > 0, "must be a positive whole number")
+non_negative_int = _checked(int, lambda v: v >= 0, "must be a whole number, 0 or more")
+positive_float = _checked(float, lambda v: 0 < v < float("inf"), "must be a positive number")
+non_negative_float = _checked(float, lambda v: 0 <= v < float("inf"), "must be a number, 0 or more")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -44,12 +66,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     # No argparse defaults below: a flag left out falls to [tool.trnlens], then the defaults
     # (settings.DEFAULTS), the same layers the editor folds (see run_settings).
     parser.add_argument(
-        "--warmup", type=int, help=f"warm-up steps, not measured ({DEFAULTS['warmup']})"
+        "--warmup",
+        type=non_negative_int,
+        help=f"warm-up steps, not measured ({DEFAULTS['warmup']})",
     )
-    parser.add_argument("--steps", type=int, help=f"profiled steps ({DEFAULTS['steps']})")
+    parser.add_argument("--steps", type=positive_int, help=f"profiled steps ({DEFAULTS['steps']})")
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=positive_int,
         help=f"calls in the timing pass without the profiler ({DEFAULTS['repeats']})",
     )
     parser.add_argument(
@@ -71,7 +95,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_float,
         metavar="SECONDS",
         help="stop the run after this long (default: [tool.trnlens] timeout_seconds, else no "
         "limit)",
@@ -81,7 +105,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warm",
         nargs="?",
-        type=float,
+        type=positive_float,
         const=600.0,
         metavar="SECONDS",
         help="run on a warm agent kept alive between calls for SECONDS (default 600)",
@@ -161,6 +185,8 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     except AgentFailure as failure:
         error = failure.error
         where = f" at {error['path']}:{error['line']}" if error.get("path") else ""
+        if error["kind"] == "timeout":  # its message names the phase and the line
+            where = ""
         print(f"trnlens: {error['kind']} error{where}: {error['message']}", file=sys.stderr)
         if error.get("traceback") and error["kind"] != "usage":
             print(error["traceback"].rstrip(), file=sys.stderr)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trnlens import history, project
 from trnlens.agent import sources
-from trnlens.cli import exitcodes
+from trnlens.cli import common, exitcodes
 from trnlens.cli.render import fmt_count, fmt_time, table
 from trnlens.store import Store
 
@@ -22,14 +22,15 @@ def register(sub) -> None:
         description="List the stored runs of PATH::QUALNAME, newest first (including those made "
         "under its earlier names: git renames, or the same source at another path). 'change' "
         "is against the previous run with the same target, backend, mode and inputs; "
-        "'regression' needs both the threshold and the two runs' measured spread exceeded.",
+        "'regression' needs the threshold and each run's measured spread exceeded, on runs whose "
+        "timing was reliable (else 'noisy'); within the spread it reads 'no change'.",
     )
     parser.add_argument("spec", metavar="PATH::QUALNAME")
     parser.add_argument("--format", default="table", choices=["table", "json"])
-    parser.add_argument("--limit", type=int, default=50, help="newest N runs (50)")
+    parser.add_argument("--limit", type=common.positive_int, default=50, help="newest N runs (50)")
     parser.add_argument(
         "--threshold",
-        type=float,
+        type=common.non_negative_float,
         default=100 * history.DEFAULT_THRESHOLD,
         metavar="PCT",
         help="slowdown (percent) from which a change can be a regression (10)",
@@ -136,16 +137,7 @@ def render(line: history.Lineage, found: list[dict]) -> str:
         else:
             median = fmt_time(timing.get("median_us") or e["device_time_per_step_us"])
             spread = f"{fmt_time(timing['min_us'])}-{fmt_time(timing['max_us'])}" if timing else "-"
-            change_text = "-"
-            if change:
-                change_text = history.percent(change["change_pct"] / 100)
-                if change["regression"]:
-                    change_text += " REGRESSION"
-                elif (
-                    change["spread_us"] is not None
-                    and abs(change["delta_us"]) <= change["spread_us"]
-                ):
-                    change_text += " (noise)"
+            change_text = history.change_text(change) if change else "-"
         rows.append(
             [
                 e["run_id"],

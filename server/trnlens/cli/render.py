@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trnlens import speedup as speed
 from trnlens import units
 from trnlens.cli.render_compile import comparison_lines, compile_lines
-from trnlens.cli.render_findings import findings_lines, mode_lines
+from trnlens.cli.render_findings import basis_note, findings_lines, mode_lines
 from trnlens.results import Result
 
 
@@ -86,7 +87,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
     ]
     if data.get("peak_memory_bytes") is not None:
         figures.append(f"peak +{fmt_bytes(data['peak_memory_bytes'])}")
-    out.append("  " + "  ·  ".join(figures))
+    out.append("  " + "  ·  ".join(figures) + "  (medians over the same profiled steps)")
     profiled = data.get("profiled_timing")
     if profiled:
         out.append(
@@ -124,7 +125,8 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
     if data["lines"]:
         out.append("")
         out.append(
-            "Lines (self: each dispatch counts on the innermost project line that called it)"
+            "Lines (self: each dispatch counts on the innermost project line that called it"
+            f"{basis_note(data)})"
         )
         total = sum(line["device_us"] for line in data["lines"]) or 1.0
         rows = []
@@ -135,13 +137,14 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
                     f"{100 * line['device_us'] / total:.0f}%",
                     fmt_time(line["device_us"]),
                     fmt_count(line["dispatches"]),
-                    _source_line(root, line["path"], line["line"]),
+                    line.get("label") or _source_line(root, line["path"], line["line"]),
                 ]
             )
-        out.extend(table(["Line", "Share", dev, "Dispatches", "Source"], rows, {1, 2, 3}))
+        part = r.part_label
+        out.extend(table(["Line", "Share", part, "Dispatches", "Source"], rows, {1, 2, 3}))
     out.extend(compile_lines(data))
     out.extend(findings_lines(data, table))
-    for warning in data.get("warnings", []):
+    for warning in dict.fromkeys(data.get("warnings", [])):  # each once
         out.append(f"warning: {warning}")
     if store_dir is not None:
         for artifact in data.get("artifacts", []):
@@ -155,34 +158,46 @@ def render_comparison(data: dict) -> str:
     base = variants[data.get("baseline", 0)]
     dev = Result(base).device_label
     headers = ["Variant", "Dispatches", f"{dev}/step", "Median (no profiler)", "Speed-up", "Range",
-               "Max |diff|"]  # fmt: skip
+               "Verdict", "Max |diff|"]  # fmt: skip
     rows = []
+    not_comparable = data.get("outputs_not_comparable")
     for i, v in enumerate(variants):
-        label = v.get("variant", {}).get("label") or v["function"]["qualname"]
+        label = speed.variant_label(v)
         if i == data.get("baseline", 0):
             label += " (baseline)"
         if v.get("error"):
-            rows.append([label, "error", v["error"]["message"][:40], "", "", "", ""])
+            rows.append([label, "error", v["error"]["message"][:40], "", "", "", "", ""])
             continue
-        speedup = data["speedups"][i]
+        factor = data["speedups"][i]
         span = (data.get("speedup_ranges") or [None] * len(variants))[i]
         diff = (data.get("max_abs_diff") or [None] * len(variants))[i]
+        verdict = "baseline" if i == data.get("baseline", 0) else speed.verdict(factor, span)
+        if speed.noisy(v):
+            verdict += " (noisy)"
         rows.append(
             [
                 label,
                 fmt_count(v["dispatches_per_step"]),
                 fmt_time(v["device_time_per_step_us"]),
                 fmt_time((v.get("timing") or {}).get("median_us")),
-                f"{speedup:.2f}x" if speedup else "-",
-                f"{span[0]:.2f}-{span[1]:.2f}x" if span else "-",
-                f"{diff:.2e}" if diff is not None else "-",
+                speed.factor(factor),
+                speed.span_text(span),
+                verdict,
+                speed.NOT_COMPARABLE
+                if not_comparable
+                else (f"{diff:.2e}" if diff is not None else "-"),
             ]
         )
-    out = table(headers, rows, {1, 2, 3, 4, 5, 6})
+    out = table(headers, rows, {1, 2, 3, 4, 5, 7})
     out.insert(0, f"{base['backend']}: {base['device']}  ·  {base['mode']}")
+    if data.get("speedup_method") == "rounds":
+        out.append(
+            "speed-up: median of per-round ratios (variants timed in turn, no profiler); range: "
+            "their 10th-90th percentiles; a range containing 1.00x is no measurable difference"
+        )
     out.extend(comparison_lines(data))  # what torch.compile did in the compiled variants
-    for warning in data.get("warnings", []):
-        out.append(f"warning: {warning}")
+    shared = [*(data.get("warnings") or []), *([not_comparable] if not_comparable else [])]
+    out.extend(f"warning: {w}" for w in speed.variant_warnings(variants, shared))
     return "\n".join(out)
 
 

@@ -31,7 +31,7 @@ def findings_lines(data: dict, table) -> list[str]:
     if not findings:
         return out
     out.append("")
-    out.append("Findings (measured in this run)")
+    out.append(f"Findings (measured in this run{basis_note(data)})")
     rows = []
     for f in findings:
         where = f"{f['path']}:{f['line']}" if f.get("path") else "-"
@@ -47,3 +47,16 @@ def findings_lines(data: dict, table) -> list[str]:
     out.extend(table(["Line", "Share", "Time", "Finding", "Op"], rows, {1, 2}))
     out.extend(f"  {f['id']}: {f['message']}" for f in findings)
     return out
+
+
+def basis_note(data: dict) -> str:
+    """Where lines' and findings' times were put on the headline's basis (agent/basis.py)."""
+    scale = data.get("time_scale") or {}
+    if scale.get("basis") == "unprofiled":
+        return (
+            f"; times: shares of the {units.duration(scale.get('total_us'))} unprofiled "
+            "median, the profiler having inflated the steps"
+        )
+    if scale:
+        return f"; times: shares of the {units.duration(scale.get('total_us'))} profiled median"
+    return ""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from trnlens import speedup
 from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, fix_variants
 from trnlens.lsp import compiled, format
@@ -317,7 +318,7 @@ def measurement(doc: ProfiledDocument, finding: Finding) -> tuple[str, float] | 
         span = f"line {first + 1}" if first == last else f"lines {first + 1}–{last + 1}"
         text = (
             f"measured: {format.count(dispatches, 'dispatch')}, {format.duration(time_us)} "
-            f"{result.device_label} per step on {span} "
+            f"{result.part_label} per step on {span} "
             f"({result.qualname}, {format.age(result.data['created_at'])})"
         )
         if doc.is_stale(placement):
@@ -351,6 +352,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
     speedups = outcome.get("speedups") or [None] * count
     ranges = outcome.get("speedup_ranges") or [None] * count
     diffs = outcome.get("max_abs_diff") or [None] * count
+    not_comparable = outcome.get("outputs_not_comparable")
     base = Result(variants[0])
     rows, parts, lens = [], [], []
     for i, variant in enumerate(variants):
@@ -364,6 +366,8 @@ def summarize(qualname: str, outcome: dict) -> dict:
             "medianUs": (variant.get("timing") or {}).get("median_us"),
             "speedup": speedups[i],
             "speedupRange": ranges[i],
+            "verdict": speedup.verdict(speedups[i], ranges[i], "×") if i else "baseline",
+            "noisy": speedup.noisy(variant),
             "maxAbsDiff": diffs[i],
             "error": error.get("message") if error else None,
         }
@@ -378,16 +382,28 @@ def summarize(qualname: str, outcome: dict) -> dict:
             text += f", {format.duration(row['timePerStepUs'])} {base.device_label}/step"
         else:
             span = ranges[i]
-            spread = f" ({span[0]:.2f}–{span[1]:.2f}×)" if span else ""
-            text += f", {_speed(speedups[i])}{spread}"
-            if diffs[i] is not None:
+            spread = f" ({speedup.span_text(span, '×', '–')})" if span else ""
+            text += f", {row['verdict']}{spread}"
+            if not_comparable:
+                text += ", outputs not comparable"
+            elif diffs[i] is not None:
                 text += f", max |diff| {diffs[i]:.1e}"
-            lens.append(f"{name.split()[0]} {_speed(speedups[i])}")
+            if speedup.measurable(ranges[i]):
+                lens.append(f"{name.split()[0]} {_speed(speedups[i])}")
+            else:
+                lens.append(f"{name.split()[0]}: {speedup.SAME}")
         parts.append(text)
     dispatches = "/".join("–" if r["dispatches"] is None else f"{r['dispatches']:g}" for r in rows)
     lens.append(f"{dispatches} dispatches")
+    if any(row["noisy"] for row in rows):
+        lens.append("noisy")
     message = f"compared {qualname}: " + "; ".join(parts)
-    message += " (speed-ups: median of the timing pass, min–max in brackets)"
+    message += (
+        " (speed-ups: median of per-round ratios, variants timed in turn without the profiler; "
+        "10th–90th percentiles in brackets)"
+    )
+    if not_comparable:
+        message += f"; {not_comparable}"
     return {
         "qualname": qualname,
         "backend": base.data.get("backend"),
@@ -397,7 +413,8 @@ def summarize(qualname: str, outcome: dict) -> dict:
         "speedups": speedups,
         "speedupRanges": ranges,
         "maxAbsDiff": diffs,
-        "warnings": outcome.get("warnings") or [],
+        "warnings": speedup.variant_warnings(variants, outcome.get("warnings") or []),
+        "outputsNotComparable": not_comparable,
         "message": message,
         "lens": " · ".join(lens),
     }

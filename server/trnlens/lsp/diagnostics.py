@@ -63,7 +63,7 @@ def hotspots(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
         share = f"{100 * time_us / total:.0f}%"
         message = (
             f"{share} of {result.qualname}'s time: {format.duration(time_us)} "
-            f"{result.device_label} per step, {format.count(entry.get('dispatches'), 'dispatch')}"
+            f"{result.part_label} per step, {format.count(entry.get('dispatches'), 'dispatch')}"
         )
         ran = _what_ran(entry, result.data.get("ops") or [])
         if ran:

@@ -21,6 +21,8 @@ def line_label(entry: dict, total_us: float) -> str:
     parts.append(format.duration(time_us))
     if entry.get("dispatches"):
         parts.append(format.count(entry["dispatches"], "dispatch"))
+    if entry.get("label"):  # the backward training mode adds, on the def line
+        parts.append(entry["label"])
     return " · ".join(parts)
 
 
@@ -45,7 +47,7 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                 position=types.Position(line, utf16_length(lines[line])),
                 label=label,
                 padding_left=True,
-                tooltip=f"{placement.result.qualname}: {placement.result.device_label} time "
+                tooltip=f"{placement.result.qualname}: {placement.result.part_label} time "
                 f"per step, from run {placement.result.run_id}",
             )
         )

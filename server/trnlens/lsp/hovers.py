@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from trnlens import speedup
 from trnlens.agent import stability
 from trnlens.lsp import compiled, format, markdown, run_findings
 from trnlens.lsp.documents import Placement, ProfiledDocument
@@ -35,15 +36,43 @@ def placement_at(doc: ProfiledDocument, position: types.Position) -> Placement |
 
 
 def hover(
-    doc: ProfiledDocument, position: types.Position, artifacts: Path | None
+    doc: ProfiledDocument,
+    position: types.Position,
+    artifacts: Path | None,
+    compared: dict[str, dict] | None = None,
 ) -> types.Hover | None:
+    """``compared``: the document's finished comparisons by qualname (``analysis.summarize``'s
+    answers), shown on the compared function's header."""
     for line, entry, placement in doc.line_figures():
         if line == position.line:
             return _markdown(_line_table(entry, placement) + _footer(doc, placement, artifacts))
     placement = placement_at(doc, position)
     if placement is None:
         return None
-    return _markdown(_function_table(placement) + _footer(doc, placement, artifacts))
+    answer = (compared or {}).get(placement.result.qualname)
+    extra = comparison_lines(answer) if answer else ""
+    return _markdown(_function_table(placement) + extra + _footer(doc, placement, artifacts))
+
+
+def comparison_lines(answer: dict) -> str:
+    """The function's last comparison: each variant's verdict (a range containing 1.0 reads
+    'no measurable difference'), its range, whether its figures are noisy, and the outputs."""
+    rows = ["", "", "**compared** (speed-up: median of per-round ratios, 10th–90th percentiles):"]
+    for row in answer.get("variants") or []:
+        label = markdown.text(str(row.get("label")))
+        if row.get("error"):
+            rows.append(f"- {label}: failed: {_escape(str(row['error']))}")
+            continue
+        span = row.get("speedupRange")
+        text = f"- {label}: {row.get('verdict')}"
+        if span and row.get("verdict") != "baseline":
+            text += f" ({speedup.span_text(span, '×', '–')})"
+        if row.get("noisy"):
+            text += " · noisy"
+        rows.append(text)
+    if answer.get("outputsNotComparable"):
+        rows.append(f"- {_escape(answer['outputsNotComparable'])}")
+    return "\n".join(rows)
 
 
 def neuron_lines(run_dir: Path) -> list[str]:
@@ -78,7 +107,7 @@ def _line_table(entry: dict, placement: Placement) -> str:
     share = f"{100 * (entry.get('device_us') or 0) / total:.0f}% · " if total else ""
     rows = [
         f"**line {entry['line']}** of {markdown.code(result.qualname)}: {share}"
-        f"{format.duration(entry.get('device_us'))} {result.device_label} · "
+        f"{format.duration(entry.get('device_us'))} {result.part_label} · "
         f"{format.duration(entry.get('cpu_us'))} CPU · "
         f"{format.count(entry.get('dispatches'), 'dispatch')} per step",
         "",

@@ -35,7 +35,7 @@ def provider(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
     for line, finding, placement in findings_here(doc):
         result = placement.result
         cost = (
-            f"measured: {format.duration(finding['time_us'])} {result.device_label} per step, "
+            f"measured: {format.duration(finding['time_us'])} {result.part_label} per step, "
             f"{100 * finding['share']:.0f}% of the step ({result.qualname}, "
             f"{format.age(result.data['created_at'])})"
         )

@@ -355,7 +355,10 @@ def create_server() -> TrnlensServer:
             await asyncio.to_thread(hovers.neuron_lines, run_dir)
             if ls.documents.get(doc.uri) is not doc:
                 return None  # closed meanwhile
-        return hovers.hover(doc, params.position, artifacts)
+        compared = {
+            q: c.answer for (uri, q), c in ls.analysis.comparisons.items() if uri == doc.uri
+        }
+        return hovers.hover(doc, params.position, artifacts, compared)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def progress_cancel(ls: TrnlensServer, params: types.WorkDoneProgressCancelParams):

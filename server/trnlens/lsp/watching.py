@@ -350,11 +350,13 @@ class Watching:
         if found is None:
             return None
         ref = self.server.config.settings_for(doc.root).baseline_ref
-        label = f"{history.percent(found.ratio)} vs {ref or 'previous'}"
-        if found.regression:
-            label += " (regression)"
-        elif found.spread_known and found.within_noise:
-            label += " (within noise)"
+        against = ref or "previous"
+        verdict = found.verdict
+        if verdict == "no change":
+            return f"no change vs {against} ({history.percent(found.ratio)}, within noise)"
+        label = f"{history.percent(found.ratio)} vs {against}"
+        if verdict in ("regression", "noisy"):
+            label += f" ({verdict})"
         return label
 
     def regressions(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
@@ -378,7 +380,7 @@ class Watching:
                 f"{qualname} is {history.percent(change.ratio)} slower than {against}: "
                 f"{basis} {format.duration(change.base_figure.median_us)} → "
                 f"{format.duration(change.run_figure.median_us)}, beyond the "
-                f"{100 * settings.regression_threshold:g}% threshold and the runs' spread "
+                f"{100 * settings.regression_threshold:g}% threshold and each run's spread "
                 f"({format.duration(change.spread_us)})"
                 f"\nbaseline {change.base['run_id']} ({format.age(change.base['created_at'])})"
             )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from importlib import resources
 
-from trnlens import units
+from trnlens import speedup, units
 from trnlens.report import escape, svg
 from trnlens.report.views import ReportModel, RunView
 from trnlens.results import Result
@@ -97,13 +97,17 @@ def _comparison(model: ReportModel) -> str:
         r = view.result
         timing = r.get("timing") or {}
         comp = r.get("comparison") or _recomputed(base_timing, timing)
-        speedup = comp.get("speedup")
+        factor = comp.get("speedup")
         span = comp.get("speedup_range") or []
         baseline = comp.get("index", position) == 0
-        speed = "baseline" if baseline else (f"{speedup:.2f}×" if speedup else "–")
-        if not baseline and speedup and len(span) == 2:
-            speed += f" ({span[0]:.2f}× – {span[1]:.2f}×)"
+        speed = "baseline" if baseline else speedup.verdict(factor, span, "×")
+        if not baseline and factor and len(span) == 2:
+            speed += f" ({speedup.span_text(span, '×', ' – ')})"
+        if speedup.noisy(r):
+            speed += " · noisy (see its warnings)"
         diff = comp.get("max_abs_diff")
+        if comp.get("outputs_not_comparable"):
+            diff = speedup.NOT_COMPARABLE
         status = E(r["error"]["message"]) if r.get("error") else ""
         rows.append(
             "<tr>"
@@ -114,20 +118,40 @@ def _comparison(model: ReportModel) -> str:
             f'<td class="num">{E(duration(timing.get("min_us")))} – '
             f"{E(duration(timing.get('max_us')))}</td>"
             f'<td class="num speedup">{E(speed)}</td>'
-            f'<td class="num">{E("–" if diff is None else f"{diff:.3g}")}</td>'
+            f'<td class="num">{E(_diff(diff))}</td>'
             f'<td class="num">{E(duration(r.get("device_time_per_step_us")))}</td>'
             f"<td>{status}</td></tr>"
         )
     label = Result(model.runs[0].result).device_label
     return (
         '<section class="comparison"><h2>Variants</h2>'
-        '<p class="muted">speed-ups come from the timing pass without the profiler (median; the '
-        "range pairs the baseline's extremes with the variant's); max abs diff is the largest "
-        "difference of each output from the baseline's</p>"
+        f'<p class="muted">{E(_method(model))}; max abs diff is the largest difference of '
+        "each output from the baseline's, all variants starting from the same state</p>"
         '<table class="variants"><thead><tr><th>variant</th><th>kind</th><th>dispatches</th>'
         "<th>median</th><th>min – max</th><th>speed-up</th><th>max abs diff</th>"
         f"<th>{E(label)} / step (profiled)</th><th></th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></section>"
+    )
+
+
+def _diff(diff) -> str:
+    if isinstance(diff, str):
+        return diff
+    return "–" if diff is None else f"{diff:.3g}"
+
+
+def _method(model: ReportModel) -> str:
+    methods = {(view.result.get("comparison") or {}).get("speedup_method") for view in model.runs}
+    if methods == {"rounds"}:
+        return (
+            "speed-ups: the median of per-round ratios, the variants timed in turn without the "
+            "profiler, with their 10th–90th percentiles; a range containing 1.00× is no "
+            "measurable difference"
+        )
+    return (
+        "speed-ups come from the timing passes without the profiler (median; stored before "
+        "interleaved rounds, the range pairs the baseline's extremes with the variant's and "
+        "overstates the spread); a range containing 1.00× is no measurable difference"
     )
 
 

@@ -243,11 +243,14 @@ class RMSNormRule:
             parts.ops.append(target)
             weight_text = f", weight={ctx.text(weight_node)}"
         n = len(parts.ops)
+        on_lines = _dispatches_on_statements(ctx, [core.node, target, *parts.ops], parts.defs)
+        counted = f" (about {on_lines} on its lines as a run counts them)" if on_lines > n else ""
         match = Match(
             code=self.code,
             message=(
-                f"naive RMSNorm: {n} separate dispatches and {n - 1} intermediate tensors; "
-                f"torch.rms_norm runs as one fused kernel"
+                f"naive RMSNorm: {n} separate dispatches and {n - 1} intermediate tensors"
+                f"{counted}; torch.rms_norm is one dispatch (on the CPU, _fused_rms_norm "
+                "with pow, mean and mul inside)"
             ),
             node=target,
             ops=list(parts.ops),
@@ -265,6 +268,37 @@ class RMSNormRule:
         match.replacements = [(target, call)]
         match.fix_message = f"Use `{torch}.rms_norm`"
         return match
+
+
+# Calls that read a tensor's metadata: no dispatch in a run's count.
+_NO_DISPATCH = frozenset({"size", "dim", "numel", "shape", "stride", "is_contiguous"})
+
+
+def _dispatches_on_statements(ctx: Context, nodes: list[ast.AST], defs: list[Def]) -> int:
+    """About how many dispatches a run counts on the statements the match spans (the norm's
+    own ops plus what shares its lines: upcasts, the weight multiply): each arithmetic
+    operator not between two constants and each method or ``torch.*`` call but metadata
+    reads. An estimate from the AST, hence "about" in the message."""
+    statements: dict[int, ast.stmt] = {}
+    for node in nodes:
+        found: ast.AST | None = node
+        while found is not None and not isinstance(found, ast.stmt):
+            found = ctx.parents.get(id(found))
+        if isinstance(found, ast.stmt):
+            statements[id(found)] = found
+    for definition in defs:
+        if definition.stmt is not None:
+            statements[id(definition.stmt)] = definition.stmt
+    count = 0
+    for statement in statements.values():
+        for node in ast.walk(statement):
+            if isinstance(node, ast.BinOp):
+                count += not (
+                    isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant)
+                )
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                count += node.func.attr not in _NO_DISPATCH
+    return count
 
 
 def _foldable_weight(ctx: Context, core: _Core, tensor: ast.expr) -> tuple[ast.AST, ast.AST] | None:

@@ -1,0 +1,65 @@
+"""Speed-ups as people should read them: one wording for the CLI, lens, hover and report.
+
+A comparison's speed-up is the median of per-round ratios and its range their 10th-90th
+percentiles (agent/rounds.py). A range that contains 1.0 means the rounds did not tell the
+variants apart: that reads "no measurable difference", never a figure such as 0.56x that a
+reader would take as a regression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SAME = "no measurable difference"
+NOT_COMPARABLE = "not comparable"
+
+
+def measurable(span: Sequence[float] | None) -> bool:
+    """Whether the range excludes 1.0 (a range-less speed-up, from an old run, counts as one)."""
+    return not (span and len(span) == 2 and span[0] <= 1.0 <= span[1])
+
+
+def factor(value: float | None, sign: str = "x") -> str:
+    return "–" if value is None else f"{value:.2f}{sign}"
+
+
+def span_text(span: Sequence[float] | None, sign: str = "x", dash: str = "-") -> str:
+    if not span or len(span) != 2:
+        return "–"
+    return f"{span[0]:.2f}{dash}{span[1]:.2f}{sign}"
+
+
+def verdict(speedup: float | None, span: Sequence[float] | None, sign: str = "x") -> str:
+    """'no measurable difference', '1.84x faster' or '0.56x (slower)'; '–' without a figure."""
+    if speedup is None:
+        return "–"
+    if not measurable(span):
+        return SAME
+    if speedup >= 1.0:
+        return f"{speedup:.2f}{sign} faster"
+    return f"{speedup:.2f}{sign} (slower)"
+
+
+def noisy(variant: dict) -> bool:
+    """Whether a variant's own stability verdict says its figures are not stable."""
+    return bool((variant.get("stability") or {}).get("noisy"))
+
+
+def variant_label(v: dict) -> str:
+    return (v.get("variant") or {}).get("label") or v["function"]["qualname"]
+
+
+def variant_warnings(variants: list[dict], shared: list[str]) -> list[str]:
+    """Every warning of a comparison and of its variants, each once: one that every variant
+    carries (a busy machine) without a name, the others after their variant's label."""
+    out = list(dict.fromkeys(shared))
+    lists = [v.get("warnings") or [] for v in variants]
+    common = set(lists[0]).intersection(*lists[1:]) if lists else set()
+    for warning in lists[0] if lists else []:
+        if warning in common and warning not in out:
+            out.append(warning)
+    for v, warnings in zip(variants, lists, strict=True):
+        for warning in dict.fromkeys(warnings):
+            if warning not in common:
+                out.append(f"{variant_label(v)}: {warning}")
+    return out

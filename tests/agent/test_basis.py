@@ -1,0 +1,103 @@
+"""Lines, findings (and modules) on the basis of the headline the lens shows: sums that add up."""
+
+from __future__ import annotations
+
+import math
+
+from trnlens.agent import basis
+from trnlens.lsp import format as lsp_format
+from trnlens.results import Result
+
+from tests.agent.conftest import run
+
+# Two project lines and a training backward: every dispatch of a step has a project line.
+RMS = """
+import torch
+
+
+def inputs():
+    return (torch.randn(4, 32, 128), torch.randn(128))
+
+
+# trnlens: inputs=inputs
+def naive(x, w, eps=1e-6):
+    v = x.pow(2).mean(-1, keepdim=True)
+    return x * torch.rsqrt(v + eps) * w
+"""
+
+
+def test_an_inflating_profiler_puts_the_parts_on_the_unprofiled_median():
+    # the lens shows 2.67 ms unprofiled; the lines were profiled at 43 ms in all
+    name, total = basis.headline(38_000.0, {"median_us": 2_670.0}, {"profiler_overhead": 14.2})
+    assert (name, total) == ("unprofiled", 2_670.0)
+    lines = [{"device_us": 30_000.0}, {"device_us": 13_000.0}]
+    scale = basis.scale(name, total, profiled_total_us=38_000.0, rows_total_us=43_000.0)
+    basis.rescale_rows(lines, ("device_us",), scale["factor"])
+    assert math.isclose(sum(line["device_us"] for line in lines), 2_670.0)
+    assert lines[0]["profiled_device_us"] == 30_000.0
+    basis.rescale_rows(lines, ("device_us",), scale["factor"])  # a second call changes nothing
+    assert math.isclose(sum(line["device_us"] for line in lines), 2_670.0)
+    # a finding from the line-attribution pass: 143 ms of its 126 ms... no longer more than all
+    findings = [{"time_us": 143_000.0, "share": 0.6}]
+    basis.rescale_findings(findings, total)
+    assert findings == [{"time_us": 0.6 * 2_670.0, "share": 0.6, "profiled_time_us": 143_000.0}]
+
+
+def test_a_calm_profile_keeps_the_profiled_median():
+    assert basis.headline(900.0, {"median_us": 800.0}, {"profiler_overhead": 1.1}) == (
+        "profiled",
+        900.0,
+    )
+    # lines that cover only part of the step keep their share of the whole
+    scale = basis.scale("profiled", 900.0, profiled_total_us=1_000.0, rows_total_us=500.0)
+    assert scale == {"basis": "profiled", "total_us": 900.0, "factor": 0.9}
+
+
+def test_a_run_adds_up_to_the_headline_the_lens_shows(make_project):
+    root = make_project({"rms.py": RMS})
+    result = run(root, [{"path": "rms.py", "qualname": "naive"}], steps=3, repeats=5)
+    assert result["error"] is None, result["error"]
+    scale = result["time_scale"]
+    name, total = basis.headline(
+        result["device_time_per_step_us"], result["timing"], result["stability"]
+    )
+    assert scale["basis"] == name and scale["total_us"] == total
+    # the lens shows that same figure
+    shown = lsp_format.headline(Result(result))
+    if name == "unprofiled":
+        assert shown.startswith(lsp_format.duration(total) + " unprofiled")
+    else:
+        assert shown.startswith(lsp_format.duration(total) + " CPU (ops)")
+    # every dispatch has one of the two project lines: the lines add up to the headline
+    lines = result["lines"]
+    assert len(lines) == 2 and sum(line["dispatches"] for line in lines) == 6
+    assert math.isclose(sum(line["device_us"] for line in lines), total, rel_tol=1e-9)
+    for finding in result["findings"]:
+        assert finding["time_us"] <= total * (1 + 1e-9)
+
+
+BLOCK = """
+import torch
+from torch import nn
+
+
+def make():
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)), torch.randn(8, 16)
+
+
+# trnlens: inputs=make
+def forward(model, x):
+    return model(x)
+"""
+
+
+def test_the_backward_training_mode_adds_has_its_own_row(make_project):
+    root = make_project({"block.py": BLOCK})
+    result = run(root, [{"path": "block.py", "qualname": "forward"}], mode="training")
+    assert result["error"] is None, result["error"]
+    lines = result["lines"]
+    added = [line for line in lines if line.get("label") == "backward added by training mode"]
+    assert len(added) == 1 and added[0]["line"] == result["function"]["line"]
+    assert added[0]["dispatches"] > 0
+    # every dispatch of the step is on a row: the call's line, or the added backward's
+    assert sum(line["dispatches"] for line in lines) == result["dispatches_per_step"]
