@@ -27,9 +27,11 @@ import json
 import threading
 from typing import IO, Any
 
-SCHEMA_VERSION = 2
+# 3: library_findings (added by the server after a local run, libraries/rules.py); variant
+# kind 'swap' with its module swaps (agent/swaps.py)
+SCHEMA_VERSION = 3
 # 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
-READABLE_SCHEMA_VERSIONS = (1, 2)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 AGENT_VERSION = "0.1.0"
 
 PHASES = (

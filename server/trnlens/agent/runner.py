@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from . import errors, inputs, loader, sources, steps
+from . import errors, inputs, loader, sources, steps, swaps
 from .compilelog import CompileLog
 from .measure import Cancelled, Measurer, Settings
 from .protocol import SCHEMA_VERSION
@@ -53,6 +53,7 @@ class Runner:
         self.cancelled = cancelled
         self.variant_index = 0
         self.torch = None
+        self._swapped: list[tuple] = []  # module swaps of the running variant (swaps.py)
 
     def progress(self, phase: str, message: str = "") -> None:
         self._progress(phase=phase, variant=self.variant_index, message=message)
@@ -155,6 +156,8 @@ class Runner:
                 # What the backend noticed (during selection or profiling) belongs to this run.
                 result["warnings"][:0] = backend.warnings
                 backend.warnings.clear()
+                swaps.undo(self._swapped)  # a model in a module global outlives the variant
+                self._swapped = []
             results.append(result)
         self.reloader.record(project)
         self.reloader.check_compile_settings(torch)  # may ask for a fresh process instead
@@ -191,6 +194,8 @@ class Runner:
                 "label": variant.get("label") or _default_label(variant),
                 "kind": "source"
                 if variant.get("source")
+                else "swap"
+                if variant.get("module_swaps")
                 else ("compiled" if variant.get("compile") else "function"),
                 "source_hash": None,
             },
@@ -267,6 +272,8 @@ class Runner:
         )
         made.args = inputs.to_device(made.args, backend.device, torch)
         made.kwargs = inputs.to_device(made.kwargs, backend.device, torch)
+        if variant.get("module_swaps"):
+            self._swap(variant, made, module, result)
         call = self._callable(target, definition, made, variant, module, result, backend)
         mode, result["mode_reason"], trains = _choose_mode(
             mode, call, target, module, made, project, torch
@@ -372,6 +379,23 @@ class Runner:
             path=relpath,
             line=definition.def_line,
         )
+
+    def _swap(self, variant, made, module, result) -> None:
+        """Library methods swapped for their fixes on this run's instances (swaps.py)."""
+        import hashlib
+
+        torch = self.torch
+        held = [v for v in vars(module).values() if isinstance(v, torch.nn.Module)]
+        roots = [made.instance, made.args, made.kwargs, *held]
+        label = result["variant"]["label"]
+        self._swapped = swaps.apply(variant["module_swaps"], roots, torch, label)
+        text = "\n".join(str(s.get("source")) for s in variant["module_swaps"])
+        result["variant"]["source_hash"] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        result["variant"]["swaps"] = [
+            {"type_path": s.get("type_path"), "method": s.get("method")}
+            for s in variant["module_swaps"]
+        ]
+        result["variant"]["swapped_instances"] = swaps.count(self._swapped)
 
     def _callable(self, target, definition, made, variant, module, result, backend):
         torch = self.torch
