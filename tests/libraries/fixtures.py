@@ -33,8 +33,12 @@ def llama_result(modeling: str | None = None) -> dict:
     library = {"name": "transformers", "version": "4.57.6"}
     frames = [
         {
-            "path": modeling, "line": line, "function": "forward", "project": False,
-            "library": library, "dispatches_per_step": 5.0 * n,
+            "path": modeling,
+            "line": line,
+            "function": "forward",
+            "project": False,
+            "library": library,
+            "dispatches_per_step": 5.0 * n,
             "self_time_per_step_us": 100.0 * n,
             "callers": [{**CALLER, "dispatches_per_step": 5.0 * n}],
         }  # fmt: skip
@@ -42,27 +46,40 @@ def llama_result(modeling: str | None = None) -> dict:
     ]
     frames.append(
         {
-            "path": "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", "line": 125,
-            "function": "forward", "project": False,
-            "library": {"name": "torch", "version": "2.13.0"}, "dispatches_per_step": 14.0,
-            "self_time_per_step_us": 900.0, "callers": [{**CALLER, "dispatches_per_step": 14.0}],
+            "path": "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py",
+            "line": 125,
+            "function": "forward",
+            "project": False,
+            "library": {"name": "torch", "version": "2.13.0"},
+            "dispatches_per_step": 14.0,
+            "self_time_per_step_us": 900.0,
+            "callers": [{**CALLER, "dispatches_per_step": 14.0}],
         }  # fmt: skip
     )
     modules = [
         {
-            "name": "model", "type": "LlamaForCausalLM",
+            "name": "model",
+            "type": "LlamaForCausalLM",
             "type_path": "transformers.models.llama.modeling_llama.LlamaForCausalLM",
-            "source": {"path": modeling, "line": 430}, "calls_per_step": 1.0,
-            "dispatches_per_step": 10.0, "self_time_per_step_us": 100.0,
-            "total_time_per_step_us": 3000.0, "caller": CALLER,
+            "source": {"path": modeling, "line": 430},
+            "calls_per_step": 1.0,
+            "dispatches_per_step": 10.0,
+            "self_time_per_step_us": 100.0,
+            "total_time_per_step_us": 3000.0,
+            "caller": CALLER,
         }  # fmt: skip
     ]
     modules += [
         {
-            "name": name, "type": "LlamaRMSNorm", "type_path": TYPE_PATH,
-            "source": {"path": modeling, "line": 53}, "calls_per_step": 1.0,
-            "dispatches_per_step": 8.0, "self_time_per_step_us": 160.0,
-            "total_time_per_step_us": 160.0, "caller": CALLER,
+            "name": name,
+            "type": "LlamaRMSNorm",
+            "type_path": TYPE_PATH,
+            "source": {"path": modeling, "line": 53},
+            "calls_per_step": 1.0,
+            "dispatches_per_step": 8.0,
+            "self_time_per_step_us": 160.0,
+            "total_time_per_step_us": 160.0,
+            "caller": CALLER,
         }  # fmt: skip
         for name in NORMS
     ]

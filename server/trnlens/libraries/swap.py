@@ -146,7 +146,8 @@ def _free_names(source: str, method: str) -> set[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
-    func = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    defs = (n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+    func = next(defs, None)
     if func is None:
         return set()
     bound = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
