@@ -63,7 +63,7 @@ def test_swaps_apply_to_the_exact_class_and_are_undone() -> None:
 
     module = sys.modules[__name__]
     Norm.__module__ = Sub.__module__ = __name__
-    setattr(module, "Norm", Norm)
+    module.Norm = Norm
     try:
         tree = torch.nn.Sequential(Norm(), Sub(), torch.nn.Sequential(Norm()))
         source = "def forward(self, x):\n    return x + 2\n"
