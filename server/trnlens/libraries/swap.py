@@ -99,14 +99,15 @@ def helper_name(entry: dict) -> str:
     return f"use_fused_{_snake(owner)}"
 
 
-def helper(entry: dict, finding: Finding, defined: Iterable[str], imports_torch: bool) -> str:
-    """The helper function's text: the fixed method, and a loop setting it on every instance
-    of the exact class in a model. ``defined``: the names the user's module already binds at
-    top level (the fixed method's other free names are imported from the library's module)."""
-    type_path = str(entry["fix"]["type_path"])
-    method = str(entry["fix"]["method"])
+def helper(entry: dict, defined: Iterable[str], imports_torch: bool) -> str:
+    """The helper function's text: the fixed method (as the run's library finding carries it),
+    and a loop setting it on every instance of the exact class in a model. ``defined``: the
+    names the user's module binds at top level (the fixed method's other free names are
+    imported from the library's module)."""
+    fix = entry["fix"]
+    type_path, method = str(fix["type_path"]), str(fix["method"])
     home, _, cls = type_path.rpartition(".")
-    source = finding.variant_source or ""
+    source = str(fix.get("source") or "")
     free = sorted(_free_names(source, method) - set(defined) - {cls})
     needs_torch = "torch" in free
     from_library = [name for name in free if name != "torch"]
@@ -122,8 +123,8 @@ def helper(entry: dict, finding: Finding, defined: Iterable[str], imports_torch:
     lines += [
         "",
         "",
-        "# trnlens: " + f"{entry['code']} in {library.get('name', 'the library')}{version}'s "
-        f"{cls}.{method}, fixed ({finding.fix.message if finding.fix else 'fused'}).",
+        f"# trnlens {entry['code']}: {library.get('name', 'the library')}{version}'s "
+        f"{cls}.{method} with its fix ({fix.get('message') or 'fused'}), the same outputs.",
         f"# The library's file is untouched: {name}() sets this method on each {cls} of a model.",
         body.rstrip("\n"),
         "",

@@ -13,7 +13,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from trnlens.agent import stability
-from trnlens.lsp import compiled, format, markdown, run_findings
+from trnlens.lsp import compiled, format, library, markdown, run_findings
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
@@ -25,7 +25,9 @@ def hover(
 ) -> types.Hover | None:
     for line, entry, placement in doc.line_figures():
         if line == position.line:
-            return _markdown(_line_table(entry, placement) + _footer(doc, placement, artifacts))
+            called = library.hover_lines(placement, entry["line"], doc.relpath)
+            table = _line_table(entry, placement) + "".join("\n" + x for x in called)
+            return _markdown(table + _footer(doc, placement, artifacts))
     analysis = doc.analysis()
     symbol = analysis.symbol_at(position.line) if analysis else None
     placement = doc.placements.get(symbol.qualname) if symbol else None
