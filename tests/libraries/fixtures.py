@@ -18,7 +18,7 @@ NORMS = [
 ]
 # LlamaRMSNorm.forward's lines in transformers 4.57.6 and their dispatches a call.
 NORM_LINES = {64: 1, 65: 2, 66: 3, 67: 2}
-CALLER = {"path": "samples/tiny_llama.py", "line": 35}
+CALLER = {"path": "samples/tiny_llama.py", "line": 34}
 
 
 def modeling_llama() -> str:
@@ -88,7 +88,7 @@ def llama_result(modeling: str | None = None) -> dict:
         "run_id": "20260101T000000-abcdef01",
         "created_at": "2026-01-01T00:00:00.000+00:00",
         "function": {"path": "samples/tiny_llama.py", "qualname": "logits", "source_hash": None,
-                     "unsaved": False, "line": 34, "end_line": 35},  # fmt: skip
+                     "unsaved": False, "line": 33, "end_line": 34},  # fmt: skip
         "variant": {"label": "logits", "kind": "function", "source_hash": None},
         "target": "local", "host": "h", "backend": "cpu", "device": "cpu", "time_basis": "cpu",
         "mode": "inference", "dispatches_per_step": 151, "device_time_per_step_us": 5000.0,

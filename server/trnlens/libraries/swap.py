@@ -99,11 +99,11 @@ def helper_name(entry: dict) -> str:
     return f"use_fused_{_snake(owner)}"
 
 
-def helper(entry: dict, defined: Iterable[str], imports_torch: bool) -> str:
-    """The helper function's text: the fixed method (as the run's library finding carries it),
-    and a loop setting it on every instance of the exact class in a model. ``defined``: the
-    names the user's module binds at top level (the fixed method's other free names are
-    imported from the library's module)."""
+def helper(entry: dict, defined: Iterable[str], imports_torch: bool) -> tuple[str, str]:
+    """The helper's text as (imports, functions): the fixed method (as the run's library
+    finding carries it), and a loop setting it on every instance of the exact class in a model.
+    ``defined``: the names the user's module binds at top level (the fixed method's other free
+    names are imported from the library's module)."""
     fix = entry["fix"]
     type_path, method = str(fix["type_path"]), str(fix["method"])
     home, _, cls = type_path.rpartition(".")
@@ -116,16 +116,15 @@ def helper(entry: dict, defined: Iterable[str], imports_torch: bool) -> str:
     name = helper_name(entry)
     fixed_name = f"_fused_{_snake(cls)}_{method}"
     body = source.replace(f"def {method}(", f"def {fixed_name}(", 1)
-    lines = []
+    imports = []
     if needs_torch and not imports_torch:
-        lines.append("import torch")
-    lines.append(f"from {home} import {', '.join([cls, *from_library])}")
-    lines += [
-        "",
-        "",
-        f"# trnlens {entry['code']}: {library.get('name', 'the library')}{version}'s "
-        f"{cls}.{method} with its fix ({fix.get('message') or 'fused'}), the same outputs.",
-        f"# The library's file is untouched: {name}() sets this method on each {cls} of a model.",
+        imports.append("import torch")
+    imports.append(f"from {home} import {', '.join([cls, *from_library])}")
+    what = f"{library.get('name', 'the library')}{version}'s {cls}.{method}"
+    lines = [
+        f"# trnlens {entry['code']}: {what} with its fix",
+        f"# ({fix.get('message') or 'fused'}; the same outputs). The library's file is untouched:",
+        f"# {name}() sets this {method} on each {cls} of a model.",
         body.rstrip("\n"),
         "",
         "",
@@ -138,7 +137,7 @@ def helper(entry: dict, defined: Iterable[str], imports_torch: bool) -> str:
         f"            module.{method} = types.MethodType({fixed_name}, module)",
         "    return model",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(imports) + "\n", "\n".join(lines) + "\n"
 
 
 def _free_names(source: str, method: str) -> set[str]:

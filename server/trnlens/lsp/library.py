@@ -252,7 +252,7 @@ def swap_edits(text: str, entry: dict, roots: list[str]) -> list[types.TextEdit]
     call = builds[0]
     defined = _top_level_names(tree)
     imports_torch = "torch" in defined
-    helper = swap.helper(entry, defined, imports_torch)
+    imports, helper = swap.helper(entry, defined, imports_torch)
     lines = text.splitlines()
     after = max(
         (n.end_lineno or n.lineno for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)),
@@ -262,7 +262,7 @@ def swap_edits(text: str, entry: dict, roots: list[str]) -> list[types.TextEdit]
     start = _position(lines, call.lineno, call.col_offset)
     end = _position(lines, call.end_lineno or call.lineno, call.end_col_offset or 0)
     return [
-        types.TextEdit(types.Range(insert, insert), f"\n{helper}\n"),
+        types.TextEdit(types.Range(insert, insert), f"{imports}\n\n{helper}"),
         types.TextEdit(types.Range(start, start), f"{name}("),
         types.TextEdit(types.Range(end, end), ")"),
     ]
