@@ -41,7 +41,7 @@ def llama_result(modeling: str | None = None) -> dict:
             "dispatches_per_step": 5.0 * n,
             "self_time_per_step_us": 100.0 * n,
             "callers": [{**CALLER, "dispatches_per_step": 5.0 * n}],
-        }  # fmt: skip
+        }
         for line, n in NORM_LINES.items()
     ]
     frames.append(
@@ -54,20 +54,27 @@ def llama_result(modeling: str | None = None) -> dict:
             "dispatches_per_step": 14.0,
             "self_time_per_step_us": 900.0,
             "callers": [{**CALLER, "dispatches_per_step": 14.0}],
-        }  # fmt: skip
+        }
     )
     modules = [
         {
-            "name": "model",
-            "type": "LlamaForCausalLM",
-            "type_path": "transformers.models.llama.modeling_llama.LlamaForCausalLM",
-            "source": {"path": modeling, "line": 430},
+            "name": name,
+            "type": kind,
+            "type_path": f"transformers.models.llama.modeling_llama.{kind}",
+            "source": {"path": modeling, "line": line},
             "calls_per_step": 1.0,
-            "dispatches_per_step": 10.0,
-            "self_time_per_step_us": 100.0,
-            "total_time_per_step_us": 3000.0,
+            "dispatches_per_step": dispatches,
+            "self_time_per_step_us": self_us,
+            "total_time_per_step_us": total_us,
             "caller": CALLER,
-        }  # fmt: skip
+        }
+        # named_modules' names: the root is "", its LlamaModel "model".
+        for name, kind, line, dispatches, self_us, total_us in (
+            ("", "LlamaForCausalLM", 430, 3.0, 300.0, 3000.0),
+            ("model", "LlamaModel", 330, 7.0, 200.0, 2700.0),
+            ("model.layers.0", "LlamaDecoderLayer", 280, 20.0, 200.0, 1200.0),
+            ("model.layers.1", "LlamaDecoderLayer", 280, 20.0, 200.0, 1200.0),
+        )
     ]
     modules += [
         {
@@ -80,7 +87,7 @@ def llama_result(modeling: str | None = None) -> dict:
             "self_time_per_step_us": 160.0,
             "total_time_per_step_us": 160.0,
             "caller": CALLER,
-        }  # fmt: skip
+        }
         for name in NORMS
     ]
     return {

@@ -151,7 +151,8 @@ def hover_lines(placement: Placement, measured_line: int, relpath: str) -> list[
         for module in modules[:MAX_MODULES]:
             time_us = module.get("total_time_per_step_us") or 0
             out.append(
-                f"| {markdown.code(module.get('name'))} | {markdown.text(module.get('type'))} "
+                f"| {markdown.code(module.get('name') or '(root)')} "
+                f"| {markdown.text(module.get('type'))} "
                 f"| {module.get('calls_per_step') or 0:g} | {_share(time_us, total)} |"
             )
         if len(modules) > MAX_MODULES:
