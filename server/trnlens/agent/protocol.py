@@ -27,9 +27,10 @@ import json
 import threading
 from typing import IO, Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# 3: optional frames, modules, host_syncs, eval_modules, compile.scope (issue 21).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 AGENT_VERSION = "0.1.0"
 
 PHASES = (
