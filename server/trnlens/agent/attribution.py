@@ -46,6 +46,7 @@ class FrameKinds:
             os.path.join(torch_dir, "overrides.py"),
             os.path.join(torch_dir, "nn", "modules", "module.py"),
             os.path.join(torch_dir, "utils", "_device.py"),
+            os.path.join(torch_dir, "_dynamo", "eval_frame.py"),  # a compiled callable's wrapper
         }
 
     def kind(self, filename: str) -> str:
@@ -107,19 +108,20 @@ def make_attribution_mode(torch, kinds: FrameKinds, full: bool = True):
     record_function = torch.autograd.profiler.record_function
 
     class AttributionMode(TorchFunctionMode):
+        def __enter__(self):
+            skip_frames(torch, (AttributionMode.__torch_function__,))
+            return super().__enter__()
+
         def __init__(self):
             super().__init__()
             self.labels: dict[str, tuple[str, int]] = {}
             self.sites: dict[str, tuple] = {}
             self._by_key: dict[tuple, str] = {}
 
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if is_compiling():  # dynamo traces this: stay out of the graph it builds
-                return func(*args, **kwargs)
-            innermost, project = kinds.walk(sys._getframe(1), getattr(func, "__code__", None))
+        def label_for(self, frame, own_code=None) -> str | None:
+            innermost, project = kinds.walk(frame, own_code)
             if project is None and (not full or innermost is None):
-                return func(*args, **kwargs)
+                return None
             key = (innermost, project) if full else (None, project)
             label = self._by_key.get(key)
             if label is None:
@@ -128,10 +130,36 @@ def make_attribution_mode(torch, kinds: FrameKinds, full: bool = True):
                 self.sites[label] = key
                 if project is not None:
                     self.labels[label] = (kinds.display(project[0]), project[1])
+            return label
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if is_compiling():  # dynamo traces this: stay out of the graph it builds
+                return func(*args, **kwargs)
+            label = self.label_for(sys._getframe(1), getattr(func, "__code__", None))
+            if label is None:
+                return func(*args, **kwargs)
             with record_function(label):
                 return func(*args, **kwargs)
 
     return AttributionMode()
+
+
+def skip_frames(torch, functions) -> None:
+    """Tell dynamo to run these functions' frames, and every frame they call, as they are: never
+    compiled as frames of their own (a hook called between compiled frames would otherwise become
+    an empty compiled region, one more dispatch, with its body skipped). Traced *inside* a
+    compiled frame they stay inlined (and do nothing there: ``is_compiling``). Feature-detected:
+    a private API; without it the counts of compiled code may include such regions."""
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+        strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+        for function in functions:
+            set_code_exec_strategy(function.__code__, strategy)
+    except Exception:
+        pass
 
 
 def _is_compiling(torch):
@@ -183,6 +211,7 @@ class ModuleTracker:
 
     def __enter__(self):
         hooks = self.torch.nn.modules.module
+        skip_frames(self.torch, (ModuleTracker._pre, ModuleTracker._post))
         self._handles = [
             hooks.register_module_forward_pre_hook(self._pre),
             hooks.register_module_forward_hook(self._post, always_call=True),
@@ -218,7 +247,7 @@ class ModuleTracker:
         return self.names[id(module)]
 
     def _pre(self, module, args):
-        if self.torch.compiler.is_compiling():
+        if self.torch.compiler.is_compiling() or _is_wrapper(module):
             return None
         key = self._keys.get(id(module))
         if key is None:
@@ -235,7 +264,7 @@ class ModuleTracker:
         return None
 
     def _post(self, module, args, output):
-        if self.torch.compiler.is_compiling():
+        if self.torch.compiler.is_compiling() or _is_wrapper(module):
             return None
         key = self._keys.get(id(module))
         while self._stack:
@@ -244,6 +273,74 @@ class ModuleTracker:
             if top == key:
                 break
         return None
+
+
+def _is_wrapper(module) -> bool:
+    """torch.compile(model)'s OptimizedModule: the module it wraps is the one users named and
+    called (its own hooks run too), so the wrapper gets no entry of its own."""
+    return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+
+
+class CompiledCallSites:
+    """The line that called a compiled function: a compiled region runs no torch call the mode
+    could label, so while this is active every call through dynamo's wrapper opens a line label
+    for its caller (dynamo's own per-call ``enter_exit_hooks``, reached through a class-level
+    property so that functions compiled at import time are covered too; removed on exit).
+    Feature-detected: without it a compiled function's region counts on no line (a compiled
+    module's still counts on its module's caller)."""
+
+    def __init__(self, torch, mode):
+        self.torch = torch
+        self.mode = mode
+        self._cls = None
+        self._touched: list[list] = []
+
+    def __enter__(self):
+        try:
+            from torch._dynamo.eval_frame import _TorchDynamoContext as cls
+        except Exception:
+            return self
+        if "enter_exit_hooks" in vars(cls):  # someone else's property: leave it alone
+            return self
+        enter, touched = self._enter, self._touched
+
+        def get(ctx):
+            hooks = ctx.__dict__.setdefault("enter_exit_hooks", [])
+            if not any(h is enter for h in hooks):
+                hooks.append(enter)
+                touched.append(hooks)
+            return hooks
+
+        def put(ctx, value):
+            ctx.__dict__["enter_exit_hooks"] = value
+
+        skip_frames(self.torch, (CompiledCallSites._enter, get))
+        cls.enter_exit_hooks = property(get, put)
+        self._cls = cls
+        return self
+
+    def __exit__(self, *exc):
+        if self._cls is not None:
+            del self._cls.enter_exit_hooks
+            self._cls = None
+        for hooks in self._touched:
+            hooks[:] = [h for h in hooks if h is not self._enter]
+        self._touched = []
+        return False
+
+    def _enter(self):
+        if self.torch.compiler.is_compiling():
+            return _nothing
+        label = self.mode.label_for(sys._getframe(1))
+        if label is None:
+            return _nothing
+        rf = self.torch.autograd.profiler.record_function(label)
+        rf.__enter__()
+        return lambda: rf.__exit__(None, None, None)
+
+
+def _nothing():
+    return None
 
 
 def _clean(name: str) -> str:

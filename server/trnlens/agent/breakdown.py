@@ -35,10 +35,10 @@ class Breakdown:
         attributed = ev.roots_by_step(self.events)
         self.attr_steps = max(len(attributed), 1)
         first = attributed[0] if attributed else []
-        names = [r.name for r in first]
+        names = [ev.dispatch_key(r) for r in first]
         headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
         self.headline_times = bool(headline) and all(
-            [r.name for r in roots] == names for roots in headline
+            [ev.dispatch_key(r) for r in roots] == names for roots in headline
         )
         if self.headline_times:
             where = [self.where(r) for r in first]

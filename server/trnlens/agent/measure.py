@@ -25,6 +25,7 @@ import contextlib
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -337,9 +338,11 @@ class Measurer:
             tracker = attribution.ModuleTracker(
                 torch, kinds, names, [module for _, module in self.named_modules]
             )
+            compiled_calls = attribution.CompiledCallSites(torch, mode)
         else:
             mode = make_line_mode(torch, project.is_project_file, project.relpath)
             tracker = contextlib.nullcontext()
+            compiled_calls = contextlib.nullcontext()
         collected: dict[str, Any] = {"events": []}
         steps = min(self.settings.steps, 3)
 
@@ -354,7 +357,7 @@ class Measurer:
         if self.compile_log is not None:  # dynamo recompiles for the mode: not the user's doing
             self.compile_log.pause()
         try:
-            with self.context(), tracker, mode:
+            with self.context(), tracker, compiled_calls, mode, _quiet_hook_warning():
                 self._one_step(step)  # a step under the mode first: nothing recompiles later
                 with torch.profiler.profile(
                     activities=self.backend.activities(),
@@ -390,11 +393,11 @@ class Measurer:
 
         attributed = ev.roots_by_step(events)
         sites = [site_of(root) for root in attributed[0]] if attributed else []
-        names = [root.name for root in attributed[0]] if attributed else []
+        names = [ev.dispatch_key(root) for root in attributed[0]] if attributed else []
         headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
         warnings = []
         dispatch_sites = dispatch_shapes = None
-        if headline and all([r.name for r in roots] == names for roots in headline):
+        if headline and all([ev.dispatch_key(r) for r in roots] == names for roots in headline):
             pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
             table = ev.line_table(pairs, device_us, len(headline))
             dispatch_sites = [list(site) if site else None for site in sites]
@@ -480,6 +483,16 @@ class SettlingSchedule:
         if index == self.active - 1:
             return self.actions.RECORD_AND_SAVE
         return self.actions.NONE
+
+
+@contextlib.contextmanager
+def _quiet_hook_warning():
+    """torch warns, at every torch.compile(module) call while global module hooks exist, that the
+    hooks fire for its wrapper too; the attribution pass's hooks skip the wrapper, and the user
+    did nothing to be warned about."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
+        yield
 
 
 def _page_faults() -> int:
