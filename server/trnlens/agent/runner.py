@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from . import errors, inputs, loader, sources, steps, swaps
+from . import attribution, errors, inputs, loader, sources, steps, swaps
 from .compilelog import CompileLog
 from .measure import Cancelled, Measurer, Settings
 from .protocol import SCHEMA_VERSION
@@ -79,7 +79,13 @@ class Runner:
             trace=bool(options.get("trace", True)),
             timing=bool(options.get("timing", True)),
             settle_steps=int(options.get("settle_steps", Settings.settle_steps)),
+            attribution=str(options.get("attribution", Settings.attribution)),
+            attribution_limit=_limit(options.get("attribution_limit", Settings.attribution_limit)),
         )
+        if settings.attribution not in ("full", "lines"):
+            raise errors.usage(
+                f"unknown attribution {settings.attribution!r}: choose full or lines"
+            )
         return settings, mode, r["backend"]
 
     def run(self) -> dict:
@@ -279,10 +285,43 @@ class Runner:
             mode, call, target, module, made, project, torch
         )
         result["mode"] = mode
+        reachable = attribution.reachable_modules(torch, attribution.input_roots(made, call, torch))
+        flags = [(m, m.training) for _, m in reachable]  # each module's own, restored after
         if isinstance(made.instance, torch.nn.Module):
             made.instance.to(backend.device)
             if mode != "as-written":  # as written: the module stays in the mode it was built in
                 made.instance.train(mode == "training")
+        if mode == "inference" and reachable:
+            # Inference means eval: BatchNorm's batch statistics and running-stat updates and
+            # Dropout are training work, not what a deployed model dispatches.
+            for name, m in reachable:
+                if "." not in name:
+                    m.eval()  # the roots' own eval(), for modules that override train()
+            for _, m in reachable:
+                m.training = False
+            switched = sum(1 for _, was in flags if was)
+            result["eval_modules"] = {
+                "modules": len(reachable),
+                "were_training": switched,
+                "roots": sorted({name.split(".")[0] for name, _ in reachable}),
+            }
+            if switched:
+                result["mode_reason"] += (
+                    f"; {switched} of the {len(reachable)} nn.Modules reachable from the inputs "
+                    "were in training mode: they ran in eval() and were restored after the run"
+                )
+        try:
+            self._measure(result, variant, call, made, mode, trains, target, path, qualname,
+                          relpath, definition, project, backend, settings, out_dir,
+                          variant_started, source_desc, reachable)  # fmt: skip
+        finally:
+            for m, was in flags:
+                m.training = was
+
+    def _measure(self, result, variant, call, made, mode, trains, target, path, qualname, relpath,
+                 definition, project, backend, settings, out_dir, variant_started, source_desc,
+                 reachable):  # fmt: skip
+        torch = self.torch
         result["inputs"] = inputs.describe_inputs(made, source_desc, torch)
         if mode == "training" and trains is not None:
             raise errors.usage(
@@ -296,7 +335,9 @@ class Runner:
         step = _make_step(call, made, mode, torch, project, (relpath, definition.def_line))
         measured_step, compile_log = step, None
         options = self.request.get("options") or {}
-        if compiled and options.get("compile_log", True):  # compilelog.py; off only to measure it
+        # Always on: a compiled callee or a module-level torch.compile(model) compiles during the
+        # run too (issue 21); a run where nothing compiled reports no compile section.
+        if options.get("compile_log", True):  # compilelog.py; off only to measure it
             compile_log = CompileLog(torch, project.is_project_file, project.relpath,
                                      settings.warmup).start()  # fmt: skip
             measured_step = compile_log.wrap(step)
@@ -307,6 +348,8 @@ class Runner:
             settings,
             self.progress,
             self.cancelled,
+            named_modules=reachable,
+            compile_log=compile_log,
         )
         try:
             m = measurer.run(measured_step, compiled=compiled, out_dir=out_dir, project=project)
@@ -329,7 +372,10 @@ class Runner:
         if compile_log is not None:
             reuse = (path, qualname, result["function"]["source_hash"], variant.get("source"),
                      bool(variant.get("compile")), id(target))  # fmt: skip
-            result["compile"] = compile_log.finish(reuse)
+            found = compile_log.finish(reuse if compiled else None)
+            if compiled or found["compiled_in_run"]:
+                found["scope"] = "function" if compiled else "callee"
+                result["compile"] = found
         result["accounting"] = {
             "steps_us": m.steps_us,
             "variant_us": (time.perf_counter() - variant_started) * 1e6,
@@ -353,6 +399,11 @@ class Runner:
             "launch",
         ):
             result[key] = getattr(m, key)
+        if m.attribution_us is not None:
+            result["accounting"]["attribution_us"] = m.attribution_us
+        if m.frames is not None:
+            for key in ("frames", "frames_rest", "modules", "modules_rest", "host_syncs"):
+                result[key] = getattr(m, key)
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
             result["dispatch_shapes"] = m.dispatch_shapes
@@ -484,6 +535,15 @@ class Runner:
             "max_abs_diff": diffs,
             "warnings": warnings,
         }
+
+
+def _limit(value) -> int:
+    """The attribution's row limit: a positive integer, or "all"."""
+    if value == "all":
+        return 1_000_000
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise errors.usage(f"attribution_limit must be a positive integer or 'all', got {value!r}")
+    return value
 
 
 def _machine_load_warning() -> str | None:
