@@ -10,11 +10,11 @@ from pathlib import Path
 
 TYPE_PATH = "transformers.models.llama.modeling_llama.LlamaRMSNorm"
 NORMS = [
-    "model.layers.0.input_layernorm",
-    "model.layers.0.post_attention_layernorm",
-    "model.layers.1.input_layernorm",
-    "model.layers.1.post_attention_layernorm",
-    "model.norm",
+    "model.model.layers.0.input_layernorm",
+    "model.model.layers.0.post_attention_layernorm",
+    "model.model.layers.1.input_layernorm",
+    "model.model.layers.1.post_attention_layernorm",
+    "model.model.norm",
 ]
 # LlamaRMSNorm.forward's lines in transformers 4.57.6 and their dispatches a call.
 NORM_LINES = {64: 1, 65: 2, 66: 3, 67: 2}
@@ -68,12 +68,12 @@ def llama_result(modeling: str | None = None) -> dict:
             "total_time_per_step_us": total_us,
             "caller": CALLER,
         }
-        # named_modules' names: the root is "", its LlamaModel "model".
+        # Named as the agent names them: named_modules' names under the parameter's name.
         for name, kind, line, dispatches, self_us, total_us in (
-            ("", "LlamaForCausalLM", 430, 3.0, 300.0, 3000.0),
-            ("model", "LlamaModel", 330, 7.0, 200.0, 2700.0),
-            ("model.layers.0", "LlamaDecoderLayer", 280, 20.0, 200.0, 1200.0),
-            ("model.layers.1", "LlamaDecoderLayer", 280, 20.0, 200.0, 1200.0),
+            ("model", "LlamaForCausalLM", 430, 3.0, 300.0, 3000.0),
+            ("model.model", "LlamaModel", 330, 7.0, 200.0, 2700.0),
+            ("model.model.layers.0", "LlamaDecoderLayer", 280, 20.0, 200.0, 1200.0),
+            ("model.model.layers.1", "LlamaDecoderLayer", 280, 20.0, 200.0, 1200.0),
         )
     ]
     modules += [

@@ -66,9 +66,9 @@ async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix
         # Shares of the 5.00 ms of attributed time: 300 µs, 900 µs, 160 µs, 3.00 ms.
         assert "| `modeling_llama.py:66 forward` (transformers 4.57.6) | 6% | 300 µs | 15 |" in text
         assert "| `linear.py:125 forward` (torch 2.13.0) | 18% | 900 µs | 14 |" in text
-        assert "| `model.layers.0.input_layernorm` | LlamaRMSNorm | 1 | 3% |" in text
-        assert "| `(root)` | LlamaForCausalLM | 1 | 60% |" in text
-        assert "| `model` | LlamaModel | 1 | 54% |" in text
+        assert "| `model.model.layers.0.input_layernorm` | LlamaRMSNorm | 1 | 3% |" in text
+        assert "| `model` | LlamaForCausalLM | 1 | 60% |" in text
+        assert "| `model.model` | LlamaModel | 1 | 54% |" in text
         assert "| … 3 more | | | |" in text  # the top 6 modules by total time
         assert text.index("linear.py:125") < text.index("modeling_llama.py:66")  # by time
 

@@ -26,17 +26,25 @@ def _modules_tree() -> dict:
 
 def test_modules_hang_under_their_nearest_present_ancestor() -> None:
     result = _modules_tree()
-    result["modules"] = [m for m in result["modules"] if m["name"] != "model.layers.1"]
+    result["modules"] = [m for m in result["modules"] if m["name"] != "model.model.layers.1"]
     (root,) = icicle.tree(result["modules"])
-    assert root.name == "" and [c.name for c in root.children] == ["model"]
+    assert root.name == "model" and [c.name for c in root.children] == ["model.model"]
     model = root.children[0]
-    # model.layers.1 is not there: its norms hang under "model", the nearest ancestor present.
+    # layers.1 is not there: its norms hang under model.model, the nearest ancestor present.
     assert sorted(c.name for c in model.children) == [
-        "model.layers.0", "model.layers.1.input_layernorm",
-        "model.layers.1.post_attention_layernorm", "model.norm",
+        "model.model.layers.0", "model.model.layers.1.input_layernorm",
+        "model.model.layers.1.post_attention_layernorm", "model.model.norm",
     ]  # fmt: skip
-    layer = next(c for c in model.children if c.name == "model.layers.0")
+    layer = next(c for c in model.children if c.name == "model.model.layers.0")
     assert sorted(c.name for c in layer.children) == NORMS[:2]
+
+
+def test_a_root_named_as_named_modules_names_it_holds_the_rest() -> None:
+    modules = [{"name": "", "type": "Net", "total_time_per_step_us": 10.0},
+               {"name": "fc", "type": "Linear", "total_time_per_step_us": 4.0}]  # fmt: skip
+    (root,) = icicle.tree(modules)
+    assert [c.name for c in root.children] == ["fc"]
+    assert "(root) (Net): 10.0 µs total" in icicle.svg({"modules": modules, "frames": []})
 
 
 def test_widths_are_shares_of_the_step_and_text_is_escaped() -> None:
@@ -49,10 +57,11 @@ def test_widths_are_shares_of_the_step_and_text_is_escaped() -> None:
         for name, width in re.findall(r'data-name="([^"]*)"[^>]*>.*?width="([0-9.]+)"', chart)
     }
     # The step is the attributed 5.00 ms; the root spans its 3.00 ms total: 60% of 1200 px.
-    assert abs(widths[""] - (0.6 * icicle.WIDTH - 1)) < 0.2
-    assert abs(widths["model.norm"] - (160 / 5000 * icicle.WIDTH - 1)) < 0.2
-    assert "(root) (<script>" not in chart
-    assert "model.norm (LlamaRMSNorm): 160 µs total, 160 µs self, 1 calls, 8 dispatches" in chart
+    assert abs(widths["model"] - (0.6 * icicle.WIDTH - 1)) < 0.2
+    assert abs(widths["model.model.norm"] - (160 / 5000 * icicle.WIDTH - 1)) < 0.2
+    assert (
+        "model.model.norm (LlamaRMSNorm): 160 µs total, 160 µs self, 1 calls, 8 dispatches" in chart
+    )
 
 
 def test_the_section_lists_library_lines_and_findings() -> None:
@@ -95,10 +104,11 @@ def test_the_module_tree_renders_in_chromium(tmp_path) -> None:
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["problems"] == [] and seen["foreign"] == []
     by_name = {n["name"]: n for n in seen["nodes"]}
-    assert {"", "model", "model.layers.0", "model.norm", *NORMS} <= set(by_name)
-    widths = [by_name[n]["width"] for n in ("", "model", "model.layers.0", "model.norm")]
+    names = ("model", "model.model", "model.model.layers.0", "model.model.norm")
+    assert {*names, *NORMS} <= set(by_name)
+    widths = [by_name[n]["width"] for n in names]
     assert widths == sorted(widths, reverse=True) and widths[-1] > 0
-    assert by_name["model"]["y"] > by_name[""]["y"]  # children below their parent
+    assert by_name["model.model"]["y"] > by_name["model"]["y"]  # children below their parent
     assert seen["libraryRows"] == 5
     assert any("naive RMSNorm" in f for f in seen["findings"])
     assert shot.stat().st_size > 5_000

@@ -124,20 +124,20 @@ def library_findings(result: dict) -> list[dict]:
         frames_by_file[path].append(frame)
         if frame.get("library"):
             libraries.setdefault(path, frame["library"])
-    modules_by_file: dict[str, list[dict]] = defaultdict(list)
-    for module in result.get("modules") or []:
-        path = (module.get("source") or {}).get("path")
-        if isinstance(path, str) and os.path.isabs(path):
-            modules_by_file[path].append(module)
+    modules = result.get("modules") or []
+    source_paths = {(m.get("source") or {}).get("path") for m in modules}
+    files = set(frames_by_file) | {
+        p for p in source_paths if isinstance(p, str) and os.path.isabs(p)
+    }
     totals = _Totals.of(result)
     found = []
-    for path in sorted(set(frames_by_file) | set(modules_by_file)):
+    for path in sorted(files):
         analysed = analysed_file(path)
         if analysed is None:
             continue
         for finding in analysed.findings:
             entry = _measured(
-                finding, path, analysed, frames_by_file[path], modules_by_file[path],
+                finding, path, analysed, frames_by_file[path], modules,
                 libraries.get(path), totals,
             )  # fmt: skip
             if entry is not None:
@@ -166,15 +166,23 @@ def owner_class(qualname: str) -> str | None:
     return owner or None
 
 
-def _owner_modules(owner: str | None, modules: list[dict]) -> list[dict]:
+def _owner_modules(owner: str | None, modules: list[dict], path: str) -> list[dict]:
+    """The modules of class ``owner`` defined in the file at ``path``: by the class's import
+    path (``pkg.mod.Owner`` is defined in ``pkg/mod.py`` or ``pkg/mod/__init__.py``), not by
+    the module's ``source``, which names a decorator's wrapper when ``forward`` is wrapped."""
     if owner is None:
         return []
     name = owner.rsplit(".", 1)[-1]
-    return [
-        m
-        for m in modules
-        if m.get("type") == name and str(m.get("type_path") or "").endswith("." + owner)
-    ]
+    posix = path.replace(os.sep, "/")
+    found = []
+    for module in modules:
+        type_path = str(module.get("type_path") or "")
+        if module.get("type") != name or not type_path.endswith("." + owner):
+            continue
+        home = type_path[: -len(owner) - 1].replace(".", "/")
+        if posix.endswith(f"/{home}.py") or posix.endswith(f"/{home}/__init__.py"):
+            found.append(module)
+    return found
 
 
 def _measured(
@@ -193,7 +201,7 @@ def _measured(
     first, last = span
     inside = [f for f in frames if first <= int(f.get("line") or 0) <= last]
     owner = owner_class(qualname)
-    owned = _owner_modules(owner, modules)
+    owned = _owner_modules(owner, modules, path)
     dispatches = sum(f.get("dispatches_per_step") or 0 for f in inside)
     time_us = sum(f.get("self_time_per_step_us") or 0 for f in inside)
     if not inside and owned:
