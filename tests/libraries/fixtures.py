@@ -111,4 +111,5 @@ def without_frames_inside(result: dict) -> dict:
     """The same run with the norm's lines fallen out of the top frames (into the rest)."""
     out = copy.deepcopy(result)
     out["frames"] = [f for f in out["frames"] if "modeling_llama" not in f["path"]]
+    out["frames_rest"]["count"] += len(NORM_LINES)
     return out

@@ -81,3 +81,20 @@ def test_each_file_is_analysed_once_per_content(tmp_path, monkeypatch) -> None:
     library.write_text(library.read_text() + "\n# changed\n")
     rules.analysed_file(str(library))
     assert len(calls) == 2
+
+
+def test_modules_do_not_stand_in_when_no_frame_was_cut() -> None:
+    # Every frame is there and none is in the norm's lines: its code did not run (say, a run
+    # whose forward was replaced), however many LlamaRMSNorm modules were called.
+    result = without_frames_inside(llama_result())
+    result["frames_rest"]["count"] = 0
+    rules.attach(result)
+    assert not [f for f in result["library_findings"] if f["code"] == "TRN001"]
+
+
+def test_a_swap_run_does_not_report_the_method_it_swapped() -> None:
+    result = without_frames_inside(llama_result())
+    result["variant"] = {"label": "x", "kind": "swap", "source_hash": None,
+                         "swaps": [{"type_path": TYPE_PATH, "method": "forward"}]}  # fmt: skip
+    rules.attach(result)
+    assert not [f for f in result["library_findings"] if f["code"] == "TRN001"]

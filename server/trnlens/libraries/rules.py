@@ -150,6 +150,8 @@ def library_findings(result: dict) -> list[dict]:
 class _Totals:
     dispatches: float | None  # the headline pass's dispatches per step
     time_us: float  # all attributed frame time per step (the frames plus the rest)
+    frames_cut: bool  # some frames were aggregated into frames_rest
+    swapped: frozenset[tuple[str, str]]  # (type_path, method) a swap variant replaced
 
     @classmethod
     def of(cls, result: dict) -> _Totals:
@@ -157,7 +159,11 @@ class _Totals:
         rest = result.get("frames_rest") or {}
         time_us = sum(f.get("self_time_per_step_us") or 0 for f in frames)
         time_us += rest.get("self_time_per_step_us") or 0
-        return cls(result.get("dispatches_per_step"), time_us)
+        swapped = frozenset(
+            (str(s.get("type_path")), str(s.get("method")))
+            for s in (result.get("variant") or {}).get("swaps") or []
+        )
+        return cls(result.get("dispatches_per_step"), time_us, bool(rest.get("count")), swapped)
 
 
 def owner_class(qualname: str) -> str | None:
@@ -202,10 +208,14 @@ def _measured(
     inside = [f for f in frames if first <= int(f.get("line") or 0) <= last]
     owner = owner_class(qualname)
     owned = _owner_modules(owner, modules, path)
+    method = qualname.rsplit(".", 1)[-1]
+    if any((str(m.get("type_path")), method) in totals.swapped for m in owned):
+        return None  # this run measured the method swapped for its fix: its code did not run
     dispatches = sum(f.get("dispatches_per_step") or 0 for f in inside)
     time_us = sum(f.get("self_time_per_step_us") or 0 for f in inside)
-    if not inside and owned:
-        # Its lines fell outside the top frames: the class's modules' own dispatches stand in.
+    if not inside and owned and totals.frames_cut:
+        # Its lines may have fallen out of the top frames (into frames_rest): the class's
+        # modules' own dispatches stand in.
         dispatches = sum(m.get("dispatches_per_step") or 0 for m in owned)
         time_us = sum(m.get("self_time_per_step_us") or 0 for m in owned)
     if not dispatches:
