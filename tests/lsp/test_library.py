@@ -118,3 +118,29 @@ async def test_an_opened_library_file_shows_the_runs_figures(tmp_path):
         )
         assert [d.range.start.line + 1 for d in found] == [66]
         assert "called from samples/tiny_llama.py:34" in found[0].message
+
+
+async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path):
+    """The tiny Llama profiled from the editor: the run's attribution, the rules on the library
+    code it executed (in the server, off its event loop) and the diagnostic on the calling line."""
+    root = tmp_path / "project"
+    (root / "samples").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "demo"\n', "utf-8")
+    shutil.copy(REPO / SAMPLE, root / SAMPLE)
+    calling = CALLER["line"] - 1
+    async with editor(root) as ed:
+        uri = ed.open(SAMPLE)
+        _, end = await ed.profile(uri, "logits")
+        assert "logits" in end.message
+        found = await ed.wait_for(
+            lambda: [d for d in ed.diagnostics(uri, "TRN001") if d.source == "trnlens (library)"],
+            what="the library finding on the calling line",
+        )
+        assert [d.range.start.line for d in found] == [calling]
+        assert found[0].message.startswith(
+            "LlamaRMSNorm (transformers 4.57.6, modeling_llama.py:62) is a naive RMSNorm: "
+            "8 dispatches a call, 5 calls, 40 of "
+        )
+        text = (await ed.hover(uri, calling, 12)).contents.value
+        assert "**library code called here**" in text
+        assert "(transformers 4.57.6) |" in text and "| `model` | LlamaForCausalLM | 1 |" in text
