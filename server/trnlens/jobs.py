@@ -22,6 +22,7 @@ from typing import Any
 from trnlens import project, results
 from trnlens.agent.protocol import RUN_DEFAULTS, SCHEMA_VERSION
 from trnlens.explorer import summary
+from trnlens.libraries import rules as library_rules
 from trnlens.store import Store
 from trnlens.targets.base import redact
 from trnlens.targets.local import LocalTarget
@@ -464,6 +465,9 @@ async def run_profile(
     for run in outcome["variants"] if "variants" in outcome else [outcome]:
         # Neuron: Explorer's device summary (MFU, MBU, advice) joins the run before it is stored.
         await asyncio.to_thread(summary.attach, run, store.staging_dir() / run["run_id"])
+        if isinstance(target, LocalTarget):  # the library files it ran are on this machine
+            # The static rules on the library code the run executed, with its measured cost.
+            await asyncio.to_thread(library_rules.attach, run)
     await asyncio.to_thread(_store_outcome, store.root.parent, store.cap_bytes, outcome)
     return outcome
 

@@ -25,6 +25,10 @@
 //   measured:  a loop of tiny ops profiled from its lens: the run's launch-bound finding is a
 //              warning squiggle at the loop's line, its hover says `trnlens (measured)` and the
 //              measured share of the step.
+//   library:   samples/tiny_llama.py (a tiny random-weight Llama from transformers) profiled from
+//              its lens: the naive LlamaRMSNorm found in transformers' code is a warning squiggle
+//              on the project line that calls the model, and that line's hover lists the library
+//              lines and modules it called, with their shares.
 //
 // Environment: TRNLENS_VSIX (the package), TRNLENS_PYTHON (an interpreter with trnlens and
 // torch), TRNLENS_E2E_ARTIFACTS (screenshots; default test/e2e/artifacts).
@@ -225,7 +229,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     // Screenshots of an earlier run must not pass for this one's.
     for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure',
       'explorer', 'explorer-page', 'explorer-failure', 'compiled', 'compiled-failure',
-      'measured', 'measured-failure']) {
+      'measured', 'measured-failure', 'library-hover', 'library-failure']) {
       rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
     }
     cpSync(join(repo, 'samples'), samples, {
@@ -511,5 +515,25 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       assert.match(hover, /measured: .* per step, \d+% of the step \(tiny_ops, /);
       await page.screenshot({ path: join(ARTIFACTS, 'measured.png') });
     }, { folder, file: 'loop.py' });
+  });
+
+  it('shows the library code a model called on the calling line', async () => {
+    const folder = join(root, 'workspace-library');
+    mkdirSync(join(folder, '.trnlens'), { recursive: true });
+    cpSync(join(repo, 'samples', 'tiny_llama.py'), join(folder, 'tiny_llama.py'));
+    await session('library', true, async (page) => {
+      await waitFor('the ▶ Profile lens', () => lensAbove(page, 'def logits('), 60_000);
+      await page.locator('[data-e2e-lens="def logits("] a', { hasText: 'Profile' }).first().click();
+      // The library finding sits on the calling line: a warning squiggle (the file has none before).
+      await page.locator('.squiggly-warning').first().waitFor({ timeout: RUN_TIMEOUT });
+      const hover = await hoverOver(page, 'def logits(', 'input_ids', /library code called here/);
+      assert.match(hover, /modeling_llama\.py:\d+ forward.*\(transformers 4\.57\.6\)/);
+      assert.match(hover, /model\.model\.layers\.0\s+LlamaDecoderLayer/);
+      assert.match(hover, /LlamaRMSNorm \(transformers 4\.57\.6, modeling_llama\.py:62\) is a naive RMSNorm: 8 dispatches a call, 5 calls, 40 of \d+ per step/);
+      // The hover scrolls: show its library part in the screenshot.
+      await page.locator('.monaco-hover:not(.hidden)').getByText('library code called here').first()
+        .scrollIntoViewIfNeeded().catch(() => undefined);
+      await page.screenshot({ path: join(ARTIFACTS, 'library-hover.png') });
+    }, { folder, file: 'tiny_llama.py' });
   });
 });

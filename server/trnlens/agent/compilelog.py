@@ -72,6 +72,7 @@ class CompileLog:
         self._get_metrics = None
         self._seen: set[int] = set()
         self._started = False
+        self._paused = False
 
     # -- lifetime
     def start(self) -> CompileLog:
@@ -123,10 +124,22 @@ class CompileLog:
         self._loggers.clear()
         self._started = False
 
+    def pause(self) -> None:
+        """Stop collecting: what compiles meanwhile is trnlens's doing (the attribution pass's
+        mode and hooks make dynamo recompile), not the user's."""
+        self._paused = True
+
+    def resume(self) -> None:
+        if self._get_metrics is not None:
+            self._seen.update(id(m) for m in self._get_metrics())
+        self._paused = False
+
     def wrap(self, step: Callable[[], Any]) -> Callable[[], Any]:
         """``step`` that tells which phase each call is in and collects what it compiled."""
 
         def observed():
+            if self._paused:
+                return step()
             self.calls += 1
             self.phase = (
                 "first_call" if self.calls == 1 else "warmup" if self.calls <= self.warmup else
@@ -151,6 +164,8 @@ class CompileLog:
         self.overhead_s += time.perf_counter() - began
 
     def on_record(self, record: logging.LogRecord) -> None:
+        if self._paused:
+            return
         began = time.perf_counter()
         try:
             artifact = record.name.rpartition(".__")[2]

@@ -69,6 +69,17 @@ def _region_has_own_graph(region) -> bool:
     return False
 
 
+def dispatch_key(event) -> str:
+    """What a dispatch is, for pairing the same step's dispatches across passes: an op's name; a
+    compiled graph or region by kind only (a pass that makes dynamo recompile, such as the
+    attribution pass, runs the same graph under another hash and compile id)."""
+    if is_graph(event):
+        return COMPILED_GRAPH
+    if is_region(event):
+        return COMPILED_REGION
+    return event.name
+
+
 def dispatch_roots(events) -> list:
     """The events that each count as one dispatch, in the order they started."""
     roots = []

@@ -21,14 +21,16 @@ recompilation would land inside the measured window.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import basis, patterns, stability
+from . import attribution, basis, breakdown, patterns, stability
 from . import events as ev
 from .lines import make_line_mode
 
@@ -60,6 +62,10 @@ class Settings:
     # A comparison times its variants together, in interleaved rounds (rounds.py): each
     # variant's own timing pass and stability verdict then wait for ``finish``.
     defer_timing: bool = False
+    # "full": the lines pass also keeps each dispatch's innermost frame and nn.Module
+    # (attribution.py); "lines": project lines only (the mode before issue 21, for benchmarks).
+    attribution: str = "full"
+    attribution_limit: int = 50  # frames and modules kept, the rest summed
 
 
 @dataclass
@@ -89,10 +95,27 @@ class Measurement:
     findings: list = field(default_factory=list)  # patterns.py, over the headline events
     launch: dict | None = None
     time_scale: dict | None = None  # basis.py: lines and findings on the headline's basis
+    # The full attribution (breakdown.py); None when it did not run.
+    frames: list | None = None
+    frames_rest: dict | None = None
+    modules: list | None = None
+    modules_rest: dict | None = None
+    host_syncs: list | None = None
+    attribution_us: float | None = None  # the attribution pass's wall time, all its steps
 
 
 class Measurer:
-    def __init__(self, torch, backend, context_factory, settings: Settings, progress, cancelled):
+    def __init__(
+        self,
+        torch,
+        backend,
+        context_factory,
+        settings: Settings,
+        progress,
+        cancelled,
+        named_modules=(),
+        compile_log=None,
+    ):
         self.torch = torch
         self.backend = backend
         self.context = context_factory  # returns a fresh context manager (grad mode) per pass
@@ -113,6 +136,10 @@ class Measurer:
         self.device_mean_us = 0.0  # the profiled device time per step, mean over the steps
         # record_function labels of trnlens's own code -> the (path, line) their ops count on
         self.extra_labels: dict[str, tuple[str, int]] = {}
+        self.named_modules = list(named_modules)  # (name, module) reachable from the inputs
+        self.compile_log = compile_log  # paused during the attribution pass (its recompiles)
+        self.breakdown: breakdown.Breakdown | None = None
+        self.attribution_us: float | None = None
 
     def _check(self) -> None:
         if self.cancelled():
@@ -207,11 +234,14 @@ class Measurer:
                 self._lines(step, project, events)
             )
             sites = _sites_by_root(host_events, m.dispatch_sites)
+            m.attribution_us = self.attribution_us
             m.warnings.extend(line_warnings)
             for row in m.ops:
                 row["input_shapes"] = row["input_shapes"] or shapes.get(row["name"], [])
             if self.backend.time_basis == "cpu":
                 m.peak_memory_bytes = host_peak
+            if self.breakdown is not None:
+                self._breakdown(m)
         elif compiled:
             m.warnings.append(
                 "compiled code: per-line figures are not measured inside a compiled region "
@@ -219,6 +249,14 @@ class Measurer:
                 "one dispatch per graph"
             )
         m.findings, m.launch = self._findings(m, host_events, sites, compiled)
+        if m.host_syncs:
+            step_us = m.cpu_time_per_step_us
+            if self.backend.time_basis != "cpu":
+                step_us = m.device_time_per_step_us
+            m.findings = sorted(
+                m.findings + breakdown.host_sync_findings(m.host_syncs, step_us, self.backend.name),
+                key=lambda f: -f["share"],
+            )
         if self.backend.time_basis != "cpu":
             m.peak_memory_bytes = self._device_peak(step)
         if s.defer_timing:
@@ -361,7 +399,19 @@ class Measurer:
         dispatch takes the site of its counterpart and the lines carry the headline's times.
         """
         torch = self.torch
-        mode = make_line_mode(torch, project.is_project_file, project.relpath)
+        full = self.settings.attribution == "full"
+        kinds = attribution.FrameKinds(project.is_project_file, project.relpath, torch)
+        if full:
+            mode = attribution.make_attribution_mode(torch, kinds)
+            names = {id(module): name for name, module in self.named_modules}
+            tracker = attribution.ModuleTracker(
+                torch, kinds, names, [module for _, module in self.named_modules]
+            )
+            compiled_calls = attribution.CompiledCallSites(torch, mode)
+        else:
+            mode = make_line_mode(torch, project.is_project_file, project.relpath)
+            tracker = contextlib.nullcontext()
+            compiled_calls = contextlib.nullcontext()
         mode.labels.update(self.extra_labels)
         collected: dict[str, Any] = {"events": []}
         steps = min(self.settings.steps, 3)
@@ -373,8 +423,11 @@ class Measurer:
                 prof, torch, self.backend.name
             )
 
-        with self.context():
-            with mode:
+        began = time.perf_counter()
+        if self.compile_log is not None:  # dynamo recompiles for the mode: not the user's doing
+            self.compile_log.pause()
+        try:
+            with self.context(), tracker, compiled_calls, mode, _quiet_hook_warning():
                 self._one_step(step)  # a step under the mode first: nothing recompiles later
                 with torch.profiler.profile(
                     activities=self.backend.activities(),
@@ -387,6 +440,10 @@ class Measurer:
                         self._check()
                         self._one_step(step)
                         prof.step()
+        finally:
+            if self.compile_log is not None:
+                self.compile_log.resume()
+        self.attribution_us = (time.perf_counter() - began) * 1e6
         events = [e for e in collected["events"] if ev.is_host(e)]
         if self.backend.time_basis == "cpu":
 
@@ -394,30 +451,46 @@ class Measurer:
                 return e.cpu_time_total
         else:
             device_us = self.backend.device_total_us
+        if full:
+            self.breakdown = breakdown.Breakdown(
+                events, mode.sites, tracker.info, kinds, headline_events, device_us
+            )
+            site_of = self.breakdown.project_site
+        else:
+
+            def site_of(root):
+                return ev.site_of(root, mode.labels)
+
         attributed = ev.roots_by_step(events)
-        sites = [ev.site_of(root, mode.labels) for root in attributed[0]] if attributed else []
-        names = [root.name for root in attributed[0]] if attributed else []
+        sites = [site_of(root) for root in attributed[0]] if attributed else []
+        names = [ev.dispatch_key(root) for root in attributed[0]] if attributed else []
         headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
         warnings = []
         dispatch_sites = dispatch_shapes = None
-        if headline and all([r.name for r in roots] == names for roots in headline):
+        if headline and all([ev.dispatch_key(r) for r in roots] == names for roots in headline):
             pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
             table = ev.line_table(pairs, device_us, len(headline))
             dispatch_sites = [list(site) if site else None for site in sites]
             dispatch_shapes = [getattr(r, "input_shapes", None) or None for r in attributed[0]]
         else:
-            pairs = [(ev.site_of(r, mode.labels), r) for roots in attributed for r in roots]
+            pairs = [(site_of(r), r) for roots in attributed for r in roots]
             table = ev.line_table(pairs, device_us, max(len(attributed), 1))
             warnings.append(
                 "the dispatches differ from step to step: per-line times were measured under "
                 "the line-attribution mode and read higher than the headline figures"
             )
-        line_sites = {id(r): ev.site_of(r, mode.labels) for roots in attributed for r in roots}
+        line_sites = {id(r): site_of(r) for roots in attributed for r in roots}
         self.lines_pass = (events, line_sites)
         first_step = _first_step_events(events)
         shapes = ev.op_shapes(events)
         peak = ev.peak_memory_from_events(first_step)
         return table, peak, warnings, dispatch_sites, dispatch_shapes, shapes
+
+    def _breakdown(self, m: Measurement) -> None:
+        limit = self.settings.attribution_limit
+        m.frames, m.frames_rest = self.breakdown.frames(limit)
+        m.modules, m.modules_rest = self.breakdown.modules(limit)
+        m.host_syncs = self.breakdown.host_syncs(self.backend.name)
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()
@@ -485,6 +558,16 @@ class SettlingSchedule:
         if index == self.active - 1:
             return self.actions.RECORD_AND_SAVE
         return self.actions.NONE
+
+
+@contextlib.contextmanager
+def _quiet_hook_warning():
+    """torch warns, at every torch.compile(module) call while global module hooks exist, that the
+    hooks fire for its wrapper too; the attribution pass's hooks skip the wrapper, and the user
+    did nothing to be warned about."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
+        yield
 
 
 def _page_faults() -> int:

@@ -30,6 +30,9 @@ from typing import IO, Any
 SCHEMA_VERSION = 3
 # 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
 # 3 (issue 22): comparison speedup_method/outputs_not_comparable; line/finding time_scale.
+# 3: optional frames, modules, host_syncs, eval_modules, compile.scope (issue 21); and, added by
+# the server after a local run, library_findings (libraries/rules.py); variant kind 'swap' with
+# its module swaps (agent/swaps.py).
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 AGENT_VERSION = "0.1.0"
 

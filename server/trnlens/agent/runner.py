@@ -29,7 +29,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from . import errors, inputs, loader, rounds, sources, steps
+from . import attribution, errors, inputs, loader, rounds, sources, steps, swaps
 from .compilelog import CompileLog
 from .events import ADDED_BACKWARD_LABEL
 from .measure import Cancelled, Measurer, Settings, timing_figures
@@ -68,6 +68,7 @@ class Runner:
         self.timed: list[tuple] = []  # (index, measurer, measurement, step) for the rounds
         self.replay: Callable[[], Any] | None = None  # the baseline's first call, again
         self.comparing = False
+        self._swapped: list[tuple] = []  # module swaps of the running variant (swaps.py)
 
     def progress(self, phase: str, message: str = "") -> None:
         self._progress(phase=phase, variant=self.variant_index, message=message)
@@ -93,7 +94,13 @@ class Runner:
             trace=bool(options.get("trace", True)),
             timing=bool(options.get("timing", True)),
             settle_steps=int(options.get("settle_steps", Settings.settle_steps)),
+            attribution=str(options.get("attribution", Settings.attribution)),
+            attribution_limit=_limit(options.get("attribution_limit", Settings.attribution_limit)),
         )
+        if settings.attribution not in ("full", "lines"):
+            raise errors.usage(
+                f"unknown attribution {settings.attribution!r}: choose full or lines"
+            )
         return settings, mode, r["backend"]
 
     def run(self) -> dict:
@@ -172,6 +179,8 @@ class Runner:
                 # What the backend noticed (during selection or profiling) belongs to this run.
                 result["warnings"][:0] = backend.warnings
                 backend.warnings.clear()
+                swaps.undo(self._swapped)  # a model in a module global outlives the variant
+                self._swapped = []
             results.append(result)
         if self.timed:
             self._interleaved_timing(results, settings)
@@ -210,6 +219,8 @@ class Runner:
                 "label": variant.get("label") or _default_label(variant),
                 "kind": "source"
                 if variant.get("source")
+                else "swap"
+                if variant.get("module_swaps")
                 else ("compiled" if variant.get("compile") else "function"),
                 "source_hash": None,
             },
@@ -287,15 +298,50 @@ class Runner:
         made = self._from_snapshot((path, source_desc), made)
         made.args = inputs.to_device(made.args, backend.device, torch)
         made.kwargs = inputs.to_device(made.kwargs, backend.device, torch)
+        if variant.get("module_swaps"):
+            self._swap(variant, made, module, result)
         call = self._callable(target, definition, made, variant, module, result, backend)
         mode, result["mode_reason"], trains = _choose_mode(
             mode, call, target, module, made, project, torch
         )
         result["mode"] = mode
+        reachable = attribution.reachable_modules(torch, attribution.input_roots(made, call, torch))
+        flags = [(m, m.training) for _, m in reachable]  # each module's own, restored after
         if isinstance(made.instance, torch.nn.Module):
             made.instance.to(backend.device)
             if mode != "as-written":  # as written: the module stays in the mode it was built in
                 made.instance.train(mode == "training")
+        if mode == "inference" and reachable:
+            # Inference means eval: BatchNorm's batch statistics and running-stat updates and
+            # Dropout are training work, not what a deployed model dispatches.
+            for name, m in reachable:
+                if "." not in name:
+                    m.eval()  # the roots' own eval(), for modules that override train()
+            for _, m in reachable:
+                m.training = False
+            switched = sum(1 for _, was in flags if was)
+            result["eval_modules"] = {
+                "modules": len(reachable),
+                "were_training": switched,
+                "roots": sorted({name.split(".")[0] for name, _ in reachable}),
+            }
+            if switched:
+                result["mode_reason"] += (
+                    f"; {switched} of the {len(reachable)} nn.Modules reachable from the inputs "
+                    "were in training mode: they ran in eval() and were restored after the run"
+                )
+        try:
+            self._measure(result, variant, call, made, mode, trains, target, path, qualname,
+                          relpath, definition, project, backend, settings, out_dir,
+                          variant_started, source_desc, reachable, module)  # fmt: skip
+        finally:
+            for m, was in flags:
+                m.training = was
+
+    def _measure(self, result, variant, call, made, mode, trains, target, path, qualname, relpath,
+                 definition, project, backend, settings, out_dir, variant_started, source_desc,
+                 reachable, module):  # fmt: skip
+        torch = self.torch
         result["inputs"] = inputs.describe_inputs(made, source_desc, torch)
         if mode == "training" and trains is not None:
             raise errors.usage(
@@ -309,7 +355,9 @@ class Runner:
         step = _make_step(call, made, mode, torch, project, (relpath, definition.def_line))
         measured_step, compile_log = step, None
         options = self.request.get("options") or {}
-        if compiled and options.get("compile_log", True):  # compilelog.py; off only to measure it
+        # Always on: a compiled callee or a module-level torch.compile(model) compiles during the
+        # run too (issue 21); a run where nothing compiled reports no compile section.
+        if options.get("compile_log", True):  # compilelog.py; off only to measure it
             compile_log = CompileLog(torch, project.is_project_file, project.relpath,
                                      settings.warmup).start()  # fmt: skip
             measured_step = compile_log.wrap(step)
@@ -320,6 +368,8 @@ class Runner:
             settings,
             self.progress,
             self.cancelled,
+            named_modules=reachable,
+            compile_log=compile_log,
         )
         if mode == "training":  # the backward it adds counts on the def line (events.py)
             measurer.extra_labels[ADDED_BACKWARD_LABEL] = (relpath, definition.def_line)
@@ -372,7 +422,10 @@ class Runner:
         if compile_log is not None:
             reuse = (path, qualname, result["function"]["source_hash"], variant.get("source"),
                      bool(variant.get("compile")), id(target))  # fmt: skip
-            result["compile"] = compile_log.finish(reuse)
+            found = compile_log.finish(reuse if compiled else None)
+            if compiled or found["compiled_in_run"]:
+                found["scope"] = "function" if compiled else "callee"
+                result["compile"] = found
         result["accounting"] = {
             "steps_us": m.steps_us,
             "variant_us": (time.perf_counter() - variant_started) * 1e6,
@@ -402,6 +455,11 @@ class Runner:
             for entry in result["lines"] or []:
                 if (entry["path"], entry["line"]) == (relpath, definition.def_line):
                     entry["label"] = "backward added by training mode"
+        if m.attribution_us is not None:
+            result["accounting"]["attribution_us"] = m.attribution_us
+        if m.frames is not None:
+            for key in ("frames", "frames_rest", "modules", "modules_rest", "host_syncs"):
+                result[key] = getattr(m, key)
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
             result["dispatch_shapes"] = m.dispatch_shapes
@@ -430,6 +488,23 @@ class Runner:
             path=relpath,
             line=definition.def_line,
         )
+
+    def _swap(self, variant, made, module, result) -> None:
+        """Library methods swapped for their fixes on this run's instances (swaps.py)."""
+        import hashlib
+
+        torch = self.torch
+        held = [v for v in vars(module).values() if isinstance(v, torch.nn.Module)]
+        roots = [made.instance, made.args, made.kwargs, *held]
+        label = result["variant"]["label"]
+        self._swapped = swaps.apply(variant["module_swaps"], roots, torch, label)
+        text = "\n".join(str(s.get("source")) for s in variant["module_swaps"])
+        result["variant"]["source_hash"] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        result["variant"]["swaps"] = [
+            {"type_path": s.get("type_path"), "method": s.get("method")}
+            for s in variant["module_swaps"]
+        ]
+        result["variant"]["swapped_instances"] = swaps.count(self._swapped)
 
     def _callable(self, target, definition, made, variant, module, result, backend):
         torch = self.torch
@@ -618,6 +693,15 @@ class Runner:
                 "(module globals, files) or on nondeterminism, so no max |diff| is given"
             )
         return None
+
+
+def _limit(value) -> int:
+    """The attribution's row limit: a positive integer, or "all"."""
+    if value == "all":
+        return 1_000_000
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise errors.usage(f"attribution_limit must be a positive integer or 'all', got {value!r}")
+    return value
 
 
 def _machine_load_warning() -> str | None:

@@ -67,6 +67,7 @@ def _fix_variants(path, qualname: str) -> list[dict]:
     from trnlens import project
     from trnlens.analysis import analyse_source
     from trnlens.fixvariants import NoFix, fix_variants
+    from trnlens.libraries.swap import swap_variants
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -80,6 +81,30 @@ def _fix_variants(path, qualname: str) -> list[dict]:
     findings = analyse_source(text, relpath)
     try:
         return fix_variants(str(path), qualname, findings)
+    except NoFix:
+        pass
+    try:  # the library code its latest run executed may have a fix (libraries/swap.py)
+        return swap_variants(str(path), qualname, _latest_run(root, relpath, qualname))
     except NoFix as exc:
-        hint = f"trnlens check {relpath} lists its findings"
+        hint = (
+            f"trnlens check {relpath} lists its findings; a run (trnlens profile "
+            f"{relpath}::{qualname}) finds those of the library code it calls"
+        )
         raise ValueError(f"{exc} in {relpath} ({hint})") from None
+
+
+def _latest_run(root, relpath: str, qualname: str) -> dict | None:
+    """The function's latest stored run, without creating a store where there is none."""
+    from trnlens.libraries.swap import latest_function_run
+    from trnlens.store import Store, StoreError
+
+    if not (root / ".trnlens" / "runs.sqlite").exists():
+        return None
+    try:
+        store = Store(root)
+    except StoreError:
+        return None
+    try:
+        return latest_function_run(store, relpath, qualname)
+    finally:
+        store.close()

@@ -7,7 +7,12 @@ from pathlib import Path
 from trnlens import speedup as speed
 from trnlens import units
 from trnlens.cli.render_compile import comparison_lines, compile_lines
-from trnlens.cli.render_findings import basis_note, findings_lines, mode_lines
+from trnlens.cli.render_findings import (
+    basis_note,
+    findings_lines,
+    library_findings_lines,
+    mode_lines,
+)
 from trnlens.results import Result
 
 
@@ -144,6 +149,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
         out.extend(table(["Line", "Share", part, "Dispatches", "Source"], rows, {1, 2, 3}))
     out.extend(compile_lines(data))
     out.extend(findings_lines(data, table))
+    out.extend(library_findings_lines(data))
     for warning in dict.fromkeys(data.get("warnings", [])):  # each once
         out.append(f"warning: {warning}")
     if store_dir is not None:

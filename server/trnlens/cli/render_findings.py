@@ -60,3 +60,19 @@ def basis_note(data: dict) -> str:
     if scale:
         return f"; times: shares of the {units.duration(scale.get('total_us'))} profiled median"
     return ""
+
+
+def library_findings_lines(data: dict) -> list[str]:
+    """The static rules' findings in the library code the run executed, with their measured
+    cost, each under the project line that called it (libraries/rules.py)."""
+    found = data.get("library_findings") or []
+    if not found:
+        return []
+    out = ["", "Library findings (static rules on the library code this run executed, measured)"]
+    for f in found:
+        fix = " · fix: trnlens compare --fix measures a module swap" if f.get("fix") else ""
+        out.append(f"  {f['code']} {f['message']}{fix}")
+        out.append(f"    at {f['path']}:{f['line']}")
+        for caller in f.get("callers") or []:
+            out.append(f"    called from {caller['path']}:{caller['line']}")
+    return out

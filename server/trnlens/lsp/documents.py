@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trnlens.agent import sources
+from trnlens.libraries.callers import calling_lines
 from trnlens.lsp.anchors import Change, LineAnchors, diff_map
 from trnlens.lsp.placement import has_directive, torch_names, uses_torch
 from trnlens.results import Result
@@ -224,6 +225,7 @@ class ProfiledDocument:
             for f in result.data.get("findings") or []
             if f.get("path") == self.relpath and f.get("line")
         }
+        measured |= calling_lines(result.data, self.relpath)  # library code's callers
         if mark is not None and mark.generation == self.generation:
             anchors = LineAnchors(measured)
             for edit in self._log[mark.index - self._log_base :]:

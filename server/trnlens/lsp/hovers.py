@@ -14,7 +14,7 @@ from lsprotocol import types
 
 from trnlens import speedup
 from trnlens.agent import stability
-from trnlens.lsp import compiled, format, markdown, run_findings
+from trnlens.lsp import compiled, format, library, markdown, run_findings
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
@@ -45,7 +45,9 @@ def hover(
     answers), shown on the compared function's header."""
     for line, entry, placement in doc.line_figures():
         if line == position.line:
-            return _markdown(_line_table(entry, placement) + _footer(doc, placement, artifacts))
+            called = library.hover_lines(placement, entry["line"], doc.relpath)
+            table = _line_table(entry, placement) + "".join("\n" + x for x in called)
+            return _markdown(table + _footer(doc, placement, artifacts))
     placement = placement_at(doc, position)
     if placement is None:
         return None

@@ -30,6 +30,7 @@ from trnlens.lsp import (
     hints,
     hovers,
     lenses,
+    library,
     run_findings,
     wire,
 )
@@ -58,6 +59,10 @@ class TrnlensServer(LanguageServer):
         self.diagnostics.register("profile.failures", diagnostics.failures)
         self.diagnostics.register("profile.compile", compiled.diagnostics)
         self.diagnostics.register("profile.findings", run_findings.provider)
+        # Library findings sit on the calling line, and on their own line in an open library file.
+        self.diagnostics.register(
+            "profile.library", lambda doc, _: library.diagnostics(doc, self.documents.values())
+        )
         self.analysis = AnalysisService(self)
         self.lenses = lenses.LensCache()
         self.diagnostics.register("analysis", self.analysis.provider)
@@ -182,6 +187,9 @@ class TrnlensServer(LanguageServer):
         self.refresh_lenses()
         self.refresh_hints()
         self.publish(uri, force=True)
+        for other in list(self.documents):  # an open library file the run executed
+            if other != uri:
+                self.publish(other)
 
     def report_settings_problems(self) -> None:
         """Says once per distinct problem that a settings source is malformed (the features
@@ -331,7 +339,11 @@ def create_server() -> TrnlensServer:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None:
             return []
-        return actions.code_actions(ls, doc, params) + run_findings.code_actions(doc, params)
+        return (
+            actions.code_actions(ls, doc, params)
+            + run_findings.code_actions(doc, params)
+            + library.code_actions(doc, params)
+        )
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     @_guard([])
@@ -339,7 +351,8 @@ def create_server() -> TrnlensServer:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None or not ls.config.settings_for(doc.root).hints_enabled:
             return []
-        return hints.inlay_hints(doc, params.range)
+        found = hints.inlay_hints(doc, params.range)
+        return found + library.inlay_hints(doc, ls.documents.values(), params.range)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     @_guard(None)

@@ -1,0 +1,321 @@
+"""The library code a run executed, where the user looks: the calling line and the library file.
+
+From a placed run's ``frames``, ``modules`` and ``library_findings`` (libraries/rules.py):
+
+- diagnostics: each library finding sits on the project line that called it (source
+  ``trnlens (library)``, the measured cost in the message), and on its own line when the library
+  file is open; the quick fix writes the module swap into the user's code as a readable helper
+  applied where the model is built (libraries/swap.py), never into the library;
+- hover of a calling line: its top library lines and modules, each with its share;
+- inlay hints in a library file opened after a run: each measured line's share, time and
+  dispatches, from every run placed on an open document that executed it.
+
+Shares are of the run's attributed frame time (the frames plus the rest), the same figure for
+lines and modules. Nothing here reads a file: what a library file holds comes from its document.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from lsprotocol import types
+
+from trnlens.libraries import swap
+from trnlens.lsp import format, markdown
+from trnlens.lsp.documents import Placement, ProfiledDocument
+
+SOURCE = "trnlens (library)"
+MAX_LINES = 5
+MAX_MODULES = 6
+
+
+def attributed_us(data: dict) -> float:
+    """The run's attributed frame time per step: what every share here is a share of."""
+    frames = data.get("frames") or []
+    rest = data.get("frames_rest") or {}
+    total = sum(f.get("self_time_per_step_us") or 0 for f in frames)
+    return total + (rest.get("self_time_per_step_us") or 0)
+
+
+def _share(time_us: float, total: float) -> str:
+    return f"{100 * time_us / total:.0f}%" if total > 0 else "?"
+
+
+def _placements(doc: ProfiledDocument) -> Iterator[Placement]:
+    for placement in doc.placements.values():
+        if not placement.result.error:
+            yield placement
+
+
+# -- the calling line ------------------------------------------------------------------------
+def diagnostics(
+    doc: ProfiledDocument, others: Iterable[ProfiledDocument]
+) -> list[types.Diagnostic]:
+    """On a project document: each library finding on its calling lines. On a library file:
+    each finding of a run placed on any open document at its own line."""
+    found = []
+    for placement in _placements(doc):
+        data = placement.result.data
+        roots = [m.get("type") for m in data.get("modules") or [] if "." not in m.get("name", "")]
+        for entry in data.get("library_findings") or []:
+            for caller in entry.get("callers") or []:
+                if caller.get("path") != doc.relpath or not caller.get("line"):
+                    continue
+                line = placement.now(caller["line"] - 1)
+                if line is None:
+                    continue
+                where = f"{entry['path']}:{entry['line']}"
+                message = (
+                    f"{entry['message']} (measured, {placement.result.qualname}, "
+                    f"{format.age(data['created_at'])})\nin {where}: {entry.get('static_message')}"
+                )
+                if doc.is_stale(placement):
+                    message += " · stale: the function changed since"
+                found.append(_diagnostic(doc.text, line, message, entry, roots))
+    path = _resolved(doc.path)
+    for other in others:
+        for placement in _placements(other):
+            for entry in placement.result.data.get("library_findings") or []:
+                if _resolved(Path(str(entry.get("path")))) != path:
+                    continue
+                callers = ", ".join(f"{c['path']}:{c['line']}" for c in entry.get("callers") or [])
+                message = f"{entry['message']} (measured by a run of {placement.result.identity}"
+                message += f", called from {callers})" if callers else ")"
+                found.append(_diagnostic(doc.text, int(entry["line"]) - 1, message, entry, []))
+    return found
+
+
+def _diagnostic(text: str, line: int, message: str, entry: dict, roots: list) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=_line_range(text, line),
+        message=message,
+        severity=types.DiagnosticSeverity.Warning,
+        source=SOURCE,
+        code=entry.get("code"),
+        data={"entry": entry, "roots": roots} if entry.get("fix") and roots else None,
+    )
+
+
+def hover_lines(placement: Placement, measured_line: int, relpath: str) -> list[str]:
+    """Markdown for the hover of a project line that called library code (1-based
+    ``measured_line``, as the run numbered it): its top library lines and modules."""
+    data = placement.result.data
+    total = attributed_us(data)
+
+    def called_here(callers: list[dict]) -> float:
+        return sum(
+            c.get("dispatches_per_step") or 0
+            for c in callers
+            if c.get("path") == relpath and c.get("line") == measured_line
+        )
+
+    lines = []
+    for frame in data.get("frames") or []:
+        if frame.get("project"):
+            continue
+        here = called_here(frame.get("callers") or [])
+        if here and frame.get("dispatches_per_step"):
+            part = here / frame["dispatches_per_step"]
+            lines.append((frame, here, (frame.get("self_time_per_step_us") or 0) * part))
+    lines.sort(key=lambda x: -x[2])
+    modules = [
+        m
+        for m in data.get("modules") or []
+        if (m.get("caller") or {}).get("path") == relpath
+        and (m.get("caller") or {}).get("line") == measured_line
+    ]
+    modules.sort(key=lambda m: -(m.get("total_time_per_step_us") or 0))
+    if not lines and not modules:
+        return []
+    heading = (
+        f"**library code called here** (share of the run's attributed time, {_clock(placement)})"
+    )
+    out = ["", heading]
+    if lines:
+        out += ["", "| library line | share | time | dispatches |", "|---|---:|---:|---:|"]
+        for frame, here, time_us in lines[:MAX_LINES]:
+            library = frame.get("library") or {}
+            name = " ".join(str(v) for v in (library.get("name"), library.get("version")) if v)
+            where = f"{Path(str(frame['path'])).name}:{frame['line']} {frame.get('function', '')}"
+            label = f"{markdown.code(where)}" + (f" ({markdown.text(name)})" if name else "")
+            out.append(
+                f"| {label} | {_share(time_us, total)} | {format.duration(time_us)} | {here:g} |"
+            )
+        if len(lines) > MAX_LINES:
+            out.append(f"| … {len(lines) - MAX_LINES} more | | | |")
+    if modules:
+        out += ["", "| module | type | calls | share (total) |", "|---|---|---:|---:|"]
+        for module in modules[:MAX_MODULES]:
+            time_us = module.get("total_time_per_step_us") or 0
+            out.append(
+                f"| {markdown.code(module.get('name') or '(root)')} "
+                f"| {markdown.text(module.get('type'))} "
+                f"| {module.get('calls_per_step') or 0:g} | {_share(time_us, total)} |"
+            )
+        if len(modules) > MAX_MODULES:
+            out.append(f"| … {len(modules) - MAX_MODULES} more | | | |")
+    for entry in data.get("library_findings") or []:
+        if called_here(entry.get("callers") or []):
+            out += ["", f"⚠ {markdown.text(entry['message'])}"]
+    return out
+
+
+def _clock(placement: Placement) -> str:
+    return markdown.text(placement.result.device_label)
+
+
+# -- a library file ----------------------------------------------------------------------------
+def inlay_hints(
+    doc: ProfiledDocument, others: Iterable[ProfiledDocument], range_: types.Range
+) -> list[types.InlayHint]:
+    """Hints on the lines of a library file that runs placed on open documents executed."""
+    path = _resolved(doc.path)
+    text_lines = doc.text.splitlines()
+    by_line: dict[int, tuple[dict, Placement, float]] = {}
+    for other in others:
+        for placement in _placements(other):
+            total = attributed_us(placement.result.data)
+            for frame in placement.result.data.get("frames") or []:
+                if frame.get("project") or _resolved(Path(str(frame.get("path")))) != path:
+                    continue
+                line = int(frame.get("line") or 0) - 1
+                if 0 <= line < len(text_lines) and range_.start.line <= line <= range_.end.line:
+                    by_line[line] = (frame, placement, total)  # the latest placement wins
+    hints = []
+    for line, (frame, placement, total) in sorted(by_line.items()):
+        time_us = frame.get("self_time_per_step_us") or 0
+        parts = [_share(time_us, total), format.duration(time_us)]
+        if frame.get("dispatches_per_step"):
+            parts.append(format.count(frame["dispatches_per_step"], "dispatch"))
+        callers = ", ".join(f"{c['path']}:{c['line']}" for c in frame.get("callers") or [])
+        hints.append(
+            types.InlayHint(
+                position=types.Position(line, len(text_lines[line].encode("utf-16-le")) // 2),
+                label=" · ".join(parts),
+                padding_left=True,
+                tooltip=f"measured by run {placement.result.run_id} of "
+                f"{placement.result.identity}" + (f", called from {callers}" if callers else ""),
+            )
+        )
+    return hints
+
+
+def is_library_document(doc: ProfiledDocument, others: Iterable[ProfiledDocument]) -> bool:
+    path = _resolved(doc.path)
+    for other in others:
+        for placement in _placements(other):
+            for frame in placement.result.data.get("frames") or []:
+                if not frame.get("project") and _resolved(Path(str(frame.get("path")))) == path:
+                    return True
+    return False
+
+
+# -- the quick fix ---------------------------------------------------------------------------
+def code_actions(doc: ProfiledDocument, params: types.CodeActionParams) -> list[types.CodeAction]:
+    actions = []
+    for diagnostic in params.context.diagnostics:
+        if diagnostic.source != SOURCE or not isinstance(diagnostic.data, dict):
+            continue
+        entry, roots = diagnostic.data.get("entry"), diagnostic.data.get("roots") or []
+        if not isinstance(entry, dict) or not entry.get("fix"):
+            continue
+        edits = swap_edits(doc.text, entry, roots)
+        if edits is None:
+            continue
+        actions.append(
+            types.CodeAction(
+                title=f"Swap {entry.get('owner')}.{entry['fix']['method']} for its fused form "
+                f"where the model is built ({entry['code']}, measured)",
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=[diagnostic],
+                edit=types.WorkspaceEdit(changes={doc.uri: edits}),
+            )
+        )
+    return actions
+
+
+def swap_edits(text: str, entry: dict, roots: list[str]) -> list[types.TextEdit] | None:
+    """The helper inserted after the imports, and the one call that builds the model wrapped
+    in it; None when the model is not built in this document exactly once (advice only)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    name = swap.helper_name(entry)
+    if any(isinstance(n, ast.FunctionDef) and n.name == name for n in tree.body):
+        return None  # already applied
+    builds = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _builds(n, roots)]
+    if len(builds) != 1:
+        return None
+    call = builds[0]
+    defined = _top_level_names(tree)
+    imports_torch = "torch" in defined
+    imports, helper = swap.helper(entry, defined, imports_torch)
+    lines = text.splitlines()
+    after = max(
+        (n.end_lineno or n.lineno for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)),
+        default=0,
+    )
+    insert = types.Position(after, 0)
+    start = _position(lines, call.lineno, call.col_offset)
+    end = _position(lines, call.end_lineno or call.lineno, call.end_col_offset or 0)
+    return [
+        types.TextEdit(types.Range(insert, insert), f"{imports}\n\n{helper}"),
+        types.TextEdit(types.Range(start, start), f"{name}("),
+        types.TextEdit(types.Range(end, end), ")"),
+    ]
+
+
+def _builds(call: ast.Call, roots: list[str]) -> bool:
+    """``LlamaForCausalLM(config)``, ``LlamaForCausalLM.from_pretrained(...)`` or
+    ``AutoModel*.from_*(...)``: a call that builds one of the run's root modules."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in roots
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        owner = func.value.id
+        if func.attr.startswith("from_"):
+            return owner in roots or owner.startswith("AutoModel")
+    return False
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _position(lines: list[str], lineno: int, byte_col: int) -> types.Position:
+    text = lines[lineno - 1] if lineno - 1 < len(lines) else ""
+    prefix = text.encode()[:byte_col].decode(errors="ignore")
+    return types.Position(lineno - 1, len(prefix.encode("utf-16-le")) // 2)
+
+
+def _line_range(text: str, line: int) -> types.Range:
+    lines = text.splitlines()
+    body = lines[line] if 0 <= line < len(lines) else ""
+    start = len(body) - len(body.lstrip())
+    end = len(body.encode("utf-16-le")) // 2
+    return types.Range(types.Position(line, start), types.Position(line, max(end, start)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved_text(path: str) -> str:
+    try:
+        return str(Path(path).resolve())
+    except OSError:
+        return path
+
+
+def _resolved(path: Path) -> str:
+    """A library path as the run and the editor may spell it differently (symlinked venvs)."""
+    return _resolved_text(str(path))

@@ -1,0 +1,201 @@
+"""The module tree of one step as an icicle chart (inline SVG), and the library lines table.
+
+From a run's ``modules`` (``named_modules`` names, each with its calls, dispatches, self and
+total time per step) and ``frames``. The top row is the step's attributed time (the frames plus
+the rest); below it each module spans its total time, its children under it left to right, so a
+module's width is its share of the step and the part of it no child covers is its own work. A
+module whose parent fell out of the top N hangs under the nearest ancestor that is there (its
+name says where it sits). Every rectangle's ``<title>`` gives the figures; text is escaped, and
+no script is needed to read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trnlens.report import escape
+from trnlens.units import duration
+
+WIDTH = 1200
+ROW_H = 22
+MIN_LABEL_W = 48  # narrower rectangles carry no text (their title still tells)
+CHAR_W = 6.6  # 11px text, for cutting labels to their rectangle
+MAX_LIBRARY_LINES = 25
+
+E = escape.text
+A = escape.attr
+
+
+@dataclass
+class Node:
+    name: str
+    entry: dict | None
+    children: list[Node] = field(default_factory=list)
+
+    @property
+    def total_us(self) -> float:
+        if self.entry is not None:
+            return float(self.entry.get("total_time_per_step_us") or 0)
+        return sum(child.total_us for child in self.children)
+
+
+def tree(modules: list[dict]) -> list[Node]:
+    """The modules as a forest: each under the nearest ancestor (by dotted name) present; the
+    root module, which ``named_modules`` names "", above every name without one."""
+    nodes = {m["name"]: Node(m["name"], m) for m in modules if isinstance(m.get("name"), str)}
+    roots: list[Node] = []
+    for name in sorted(nodes, key=lambda n: (n.count(".") + bool(n), n)):
+        parent = None
+        prefix = name
+        while "." in prefix:
+            prefix = prefix.rsplit(".", 1)[0]
+            if prefix in nodes:
+                parent = nodes[prefix]
+                break
+        if parent is None and name and "" in nodes:
+            parent = nodes[""]
+        (parent.children if parent else roots).append(nodes[name])
+    return roots
+
+
+def display_name(name: str) -> str:
+    return name or "(root)"
+
+
+def attributed_us(result: dict) -> float:
+    frames = result.get("frames") or []
+    rest = result.get("frames_rest") or {}
+    total = sum(f.get("self_time_per_step_us") or 0 for f in frames)
+    return total + (rest.get("self_time_per_step_us") or 0)
+
+
+def svg(result: dict) -> str:
+    """The icicle chart's SVG, or "" when the run has no module tree."""
+    roots = tree(result.get("modules") or [])
+    if not roots:
+        return ""
+    step = max(attributed_us(result), sum(r.total_us for r in roots)) or 1.0
+    scale = WIDTH / step
+    rects: list[str] = []
+    depth = _depth(roots)
+    rects.append(
+        _rect(0, 0, WIDTH, "step", f"step: {duration(step)} attributed per step", "step", 1.0)
+    )
+    x = 0.0
+    for root in sorted(roots, key=lambda n: -n.total_us):
+        _place(root, x, 1, scale, step, rects)
+        x += root.total_us * scale
+    height = (depth + 1) * ROW_H
+    return (
+        f'<svg class="icicle" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" '
+        f'role="img" aria-label="module tree of one step">{"".join(rects)}</svg>'
+    )
+
+
+def _depth(nodes: list[Node]) -> int:
+    return max((1 + _depth(n.children) for n in nodes), default=0)
+
+
+def _place(node: Node, x: float, row: int, scale: float, step: float, out: list[str]) -> None:
+    width = node.total_us * scale
+    entry = node.entry or {}
+    kind = entry.get("type") or "module"
+    share = node.total_us / step if step else 0.0
+    title = (
+        f"{display_name(node.name)} ({kind}): {duration(node.total_us)} total, "
+        f"{duration(entry.get('self_time_per_step_us'))} self, "
+        f"{_n(entry.get('calls_per_step'))} calls, "
+        f"{_n(entry.get('dispatches_per_step'))} dispatches per step; "
+        f"{share:.1%} of the step"
+    )
+    label = f"{display_name(node.name).rsplit('.', 1)[-1]} · {kind}"
+    out.append(_rect(x, row * ROW_H, width, label, title, "module", share, node.name))
+    child_x = x
+    for child in sorted(node.children, key=lambda n: -n.total_us):
+        _place(child, child_x, row + 1, scale, step, out)
+        child_x += child.total_us * scale
+
+
+def _rect(x, y, width, label, title, css, share, name="") -> str:
+    if width < 0.5:
+        return ""
+    text = ""
+    if width >= MIN_LABEL_W:
+        room = int((width - 6) / CHAR_W)
+        shown = label if len(label) <= room else label[: max(room - 1, 1)] + "…"
+        text = f'<text x="{x + 3:.1f}" y="{y + 15}">{E(shown)}</text>'
+    hue = "" if css == "step" else f' data-share="{share:.3f}"'
+    return (
+        f'<g class="icicle-node {css}" data-name="{A(name)}"{hue}><title>{E(title)}</title>'
+        f'<rect x="{x:.1f}" y="{y}" width="{max(width - 1, 0.5):.1f}" height="{ROW_H - 2}"/>'
+        f"{text}</g>"
+    )
+
+
+def _n(value) -> str:
+    return "?" if value is None else f"{float(value):g}"
+
+
+def section(result: dict, prefix: str = "") -> str:
+    """The module tree and the library lines of one run ("" when it has neither)."""
+    chart = svg(result)
+    table = library_table(result)
+    if not chart and not table:
+        return ""
+    parts = [f'<section class="modules-section"><h2>{E(prefix)}Module tree</h2>']
+    if chart:
+        rest = result.get("modules_rest") or {}
+        more = f" · {_n(rest.get('count'))} smaller modules not drawn" if rest.get("count") else ""
+        parts.append(
+            '<p class="muted">one step: each module spans its total time (itself and its '
+            f"children), children below it, widest first; hover a block for its figures{more}</p>"
+            f'<div class="icicle-box">{chart}</div>'
+        )
+    parts.append(table)
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def library_table(result: dict) -> str:
+    frames = [f for f in result.get("frames") or [] if not f.get("project")]
+    findings = result.get("library_findings") or []
+    if not frames and not findings:
+        return ""
+    total = attributed_us(result)
+    frames.sort(key=lambda f: -(f.get("self_time_per_step_us") or 0))
+    rows = []
+    for frame in frames[:MAX_LIBRARY_LINES]:
+        library = frame.get("library") or {}
+        name = " ".join(str(v) for v in (library.get("name"), library.get("version")) if v)
+        time_us = frame.get("self_time_per_step_us") or 0
+        share = time_us / total if total else 0.0
+        callers = ", ".join(f"{c.get('path')}:{c.get('line')}" for c in frame.get("callers") or [])
+        rows.append(
+            f"<tr><td><code>{E(_short(frame.get('path')))}:{E(frame.get('line'))}</code></td>"
+            f"<td>{E(frame.get('function'))}</td><td>{E(name)}</td>"
+            f'<td class="num">{share:.1%}</td><td class="num">{E(duration(time_us))}</td>'
+            f'<td class="num">{_n(frame.get("dispatches_per_step"))}</td>'
+            f"<td>{E(callers)}</td></tr>"
+        )
+    more = len(frames) - MAX_LIBRARY_LINES
+    if more > 0:
+        rows.append(f'<tr><td colspan="7" class="muted">… {more} more library lines</td></tr>')
+    notes = "".join(f'<li class="warn">{E(f.get("message"))}</li>' for f in findings)
+    return (
+        "<h3>Library lines (self time: each dispatch on its innermost frame)</h3>"
+        + (f'<ul class="library-findings">{notes}</ul>' if notes else "")
+        + '<table class="library-lines"><thead><tr><th>line</th><th>function</th>'
+        '<th>library</th><th class="num">share</th><th class="num">time</th>'
+        '<th class="num">dispatches</th><th>called from</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _short(path) -> str:
+    """A library path from its package on (``transformers/models/llama/modeling_llama.py``)."""
+    text = str(path)
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in text:
+            return text.rsplit(marker, 1)[1]
+    return Path(text).name

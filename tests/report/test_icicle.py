@@ -1,0 +1,114 @@
+"""The module tree as an icicle chart and the library lines table (report/icicle.py), from the
+tiny Llama's hand-written attribution result (tests/libraries/fixtures.py), and in Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pytest
+from trnlens.agent import sources
+from trnlens.libraries import rules
+from trnlens.report import build, icicle
+from trnlens.store import Store
+
+from tests.cli.conftest import REPO
+from tests.libraries.fixtures import NORMS, llama_result
+from tests.report.test_browser import ARTIFACTS, E2E, browser_missing
+
+
+def _modules_tree() -> dict:
+    result = llama_result()
+    rules.attach(result)
+    return result
+
+
+def test_modules_hang_under_their_nearest_present_ancestor() -> None:
+    result = _modules_tree()
+    result["modules"] = [m for m in result["modules"] if m["name"] != "model.model.layers.1"]
+    (root,) = icicle.tree(result["modules"])
+    assert root.name == "model" and [c.name for c in root.children] == ["model.model"]
+    model = root.children[0]
+    # layers.1 is not there: its norms hang under model.model, the nearest ancestor present.
+    assert sorted(c.name for c in model.children) == [
+        "model.model.layers.0", "model.model.layers.1.input_layernorm",
+        "model.model.layers.1.post_attention_layernorm", "model.model.norm",
+    ]  # fmt: skip
+    layer = next(c for c in model.children if c.name == "model.model.layers.0")
+    assert sorted(c.name for c in layer.children) == NORMS[:2]
+
+
+def test_a_root_named_as_named_modules_names_it_holds_the_rest() -> None:
+    modules = [{"name": "", "type": "Net", "total_time_per_step_us": 10.0},
+               {"name": "fc", "type": "Linear", "total_time_per_step_us": 4.0}]  # fmt: skip
+    (root,) = icicle.tree(modules)
+    assert [c.name for c in root.children] == ["fc"]
+    assert "(root) (Net): 10.0 µs total" in icicle.svg({"modules": modules, "frames": []})
+
+
+def test_widths_are_shares_of_the_step_and_text_is_escaped() -> None:
+    result = _modules_tree()
+    result["modules"][0]["type"] = "<script>alert(1)</script>"
+    chart = icicle.svg(result)
+    assert "<script>" not in chart and "&lt;script&gt;" in chart
+    widths = {
+        name: float(width)
+        for name, width in re.findall(r'data-name="([^"]*)"[^>]*>.*?width="([0-9.]+)"', chart)
+    }
+    # The step is the attributed 5.00 ms; the root spans its 3.00 ms total: 60% of 1200 px.
+    assert abs(widths["model"] - (0.6 * icicle.WIDTH - 1)) < 0.2
+    assert abs(widths["model.model.norm"] - (160 / 5000 * icicle.WIDTH - 1)) < 0.2
+    assert (
+        "model.model.norm (LlamaRMSNorm): 160 µs total, 160 µs self, 1 calls, 8 dispatches" in chart
+    )
+
+
+def test_the_section_lists_library_lines_and_findings() -> None:
+    page = icicle.section(_modules_tree())
+    assert "<h2>Module tree</h2>" in page
+    assert "transformers/models/llama/modeling_llama.py</code>" not in page  # path:line
+    assert "transformers/models/llama/modeling_llama.py:66</code>" in page
+    assert "is a naive RMSNorm: 8 dispatches a call, 5 calls, 40 of 151 per step" in page
+    assert icicle.section({"modules": [], "frames": []}) == ""
+
+
+def test_the_module_tree_renders_in_chromium(tmp_path) -> None:
+    missing = browser_missing()
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"{missing}: in CI nothing is skipped for want of a component")
+    if missing:
+        pytest.skip(missing)
+    root = tmp_path / "project"
+    (root / "samples").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    shutil.copy(REPO / "samples" / "tiny_llama.py", root / "samples" / "tiny_llama.py")
+    text = (root / "samples" / "tiny_llama.py").read_text()
+    result = _modules_tree()
+    result["function"]["source_hash"] = sources.source_hash(
+        text, sources.find_definition(text, "logits")
+    )
+    with Store(root) as store:
+        store.add(result)
+        built = build.write(store, build.select(store, result["run_id"], root), root)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report-modules.png"
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        ["node", str(E2E / "report-modules.mjs"), str(built.path), str(shot)],
+        cwd=E2E, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["problems"] == [] and seen["foreign"] == []
+    by_name = {n["name"]: n for n in seen["nodes"]}
+    names = ("model", "model.model", "model.model.layers.0", "model.model.norm")
+    assert {*names, *NORMS} <= set(by_name)
+    widths = [by_name[n]["width"] for n in names]
+    assert widths == sorted(widths, reverse=True) and widths[-1] > 0
+    assert by_name["model.model"]["y"] > by_name["model"]["y"]  # children below their parent
+    assert seen["libraryRows"] == 5
+    assert any("naive RMSNorm" in f for f in seen["findings"])
+    assert shot.stat().st_size > 5_000
