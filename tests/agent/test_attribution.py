@@ -232,3 +232,39 @@ def test_code_outside_any_library_has_no_host_sync(make_project):
     [frame] = result["frames"]
     assert frame["project"] is True and frame["library"] is None
     assert (frame["path"], frame["line"], frame["function"]) == ("model.py", 5, "f")
+
+
+def test_reachable_modules_are_named_from_the_parameters_and_containers():
+    from types import SimpleNamespace
+
+    from trnlens.agent.attribution import input_roots, reachable_modules
+
+    encoder = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    shared = torch.nn.ReLU()
+    nets = {"enc": encoder, "act": shared}
+
+    def run_it(nets, pair, x):
+        return x
+
+    made = SimpleNamespace(instance=None, args=(nets, [shared, torch.nn.Tanh()], 1), kwargs={})
+    names = [name for name, _ in reachable_modules(torch, input_roots(made, run_it, torch))]
+    # A module reached twice keeps its first name; non-modules are passed over.
+    assert names == ["nets.enc", "nets.enc.0", "nets.act", "pair.1"]
+
+
+def test_a_file_belongs_to_the_distribution_that_installed_it():
+    import json as stdlib_json
+
+    from trnlens.agent.attribution import library_of
+
+    assert library_of(torch.nn.modules.linear.__file__) == {
+        "name": "torch",
+        "version": torch.__version__,
+    }
+    assert library_of(stdlib_json.__file__)["name"] == "python"
+    lib = Path(__file__).parent / "libs" / "synclib" / "__init__.py"
+    sys.path.insert(0, str(lib.parent.parent))
+    try:
+        assert library_of(str(lib)) == {"name": "synclib", "version": ""}
+    finally:
+        sys.path.remove(str(lib.parent.parent))

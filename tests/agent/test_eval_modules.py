@@ -6,6 +6,7 @@ import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+from trnlens.cli.render import render_result
 
 from tests.agent.conftest import run
 
@@ -87,9 +88,15 @@ def test_a_module_in_a_container_argument_runs_in_eval_and_is_restored(make_proj
     with torch.inference_mode():
         assert torch.equal(fresh(same_x), outputs[0])
     assert torch.equal(untouched, fresh.bn.running_mean)
-    assert result["eval_modules"] == {"modules": 4, "were_training": 4, "roots": ["holder"]}
-    assert "4 of the 4 nn.Modules reachable from the inputs" in result["mode_reason"]
-    assert "restored after the run" in result["mode_reason"]
+    assert result["eval_modules"] == {
+        "modules": 4,
+        "were_training": 4,
+        "roots": ["holder"],
+        "message": "inference runs in eval(): 4 nn.Modules reachable from holder (4 of them in "
+        "training mode) ran in eval() and got their own training flags back after the run",
+    }
+    assert result["mode_reason"] == "auto: calls no backward or optimizer step"
+    assert result["eval_modules"]["message"] in render_result(result)
 
 
 def test_training_flags_are_restored_module_by_module(make_project):
