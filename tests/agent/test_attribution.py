@@ -125,6 +125,16 @@ def test_frames_inside_the_library_rmsnorm_add_up_to_calls_times_dispatches(llam
         ]
 
 
+def test_the_library_files_that_ran_are_listed_for_the_rules(llama):
+    _, result, _, _, modeling_llama = llama
+    files = {f["path"]: f["library"] for f in result["library_files"]}
+    path = inspect.getsourcefile(modeling_llama)
+    assert files[path] == {"name": "transformers", "version": "4.57.6"}
+    assert files[inspect.getsourcefile(torch.nn.Linear)]["name"] == "torch"
+    assert not any(p.endswith("model.py") and not p.startswith("/") for p in files)
+    assert {f["path"] for f in result["frames"] if not f["project"]} <= set(files)
+
+
 def test_every_dispatch_counts_on_one_frame_and_the_lines_agree(llama):
     root, result, *_ = llama
     total = sum(f["dispatches_per_step"] for f in result["frames"])

@@ -396,7 +396,9 @@ class Runner:
         if m.attribution_us is not None:
             result["accounting"]["attribution_us"] = m.attribution_us
         if m.frames is not None:
-            for key in ("frames", "frames_rest", "modules", "modules_rest", "host_syncs"):
+            keys = ("frames", "frames_rest", "modules", "modules_rest", "host_syncs",
+                    "library_files")  # fmt: skip
+            for key in keys:
                 result[key] = getattr(m, key)
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
