@@ -8,6 +8,7 @@ to a second on these cores; dynamo's graphs, breaks and regions are the same as 
 from __future__ import annotations
 
 import pytest
+from trnlens.cli.render import render_result
 
 from tests.agent.conftest import line_of, run
 
@@ -70,6 +71,9 @@ def test_a_compiled_callee_reports_the_break_at_its_print(make_project, capfd):
     # The attribution pass's own recompiles (its mode changes dynamo's guards) are not reported.
     assert compiled["recompiles"] == []
     assert "between the graphs" in capfd.readouterr().out
+    text = render_result(result)
+    assert "torch.compile (compiled code it called: a compiled function or module)" in text
+    assert "2 graphs per call  ·  1 graph break" in text
     # Two regions, each one dispatch, on the line that called the compiled function.
     call = line_of(root, "model.py", "return norm(y)")
     lines = {e["line"]: e["dispatches"] for e in result["lines"]}
