@@ -278,3 +278,44 @@ def test_a_file_belongs_to_the_distribution_that_installed_it():
         assert library_of(str(lib)) == {"name": "synclib", "version": ""}
     finally:
         sys.path.remove(str(lib.parent.parent))
+
+
+TRAIN = """
+import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    return model, opt, torch.randn(8, 16)
+
+
+# trnlens: inputs=build
+def step(model, opt, x):
+    opt.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+    return loss
+"""
+
+
+def test_a_training_step_splits_into_forward_modules_backward_and_the_optimizers_lines(
+    make_project,
+):
+    root = make_project({"train.py": TRAIN})
+    result = run(root, [{"path": "train.py", "qualname": "step"}])
+    assert result["mode"] == "as-written" and "eval_modules" not in result
+    frames = result["frames"]
+    assert sum(f["dispatches_per_step"] for f in frames) == result["dispatches_per_step"]
+    sgd = [f for f in frames if f["path"].endswith("torch/optim/sgd.py")]
+    assert sgd and all(f["library"]["name"] == "torch" for f in sgd)
+    opt_line = line_of(root, "train.py", "opt.step()")
+    assert {c["line"] for f in sgd for c in f["callers"]} == {opt_line}
+    # Backward's dispatches count on the backward() line (the autograd engine has no frames).
+    backward = next(f for f in frames if f["line"] == line_of(root, "train.py", "loss.backward()"))
+    assert backward["project"] and backward["dispatches_per_step"] > 3
+    names = [m["name"] for m in result["modules"]]
+    assert names == ["model", "model.0", "model.1", "model.2"]

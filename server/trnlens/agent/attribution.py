@@ -426,10 +426,13 @@ _LIBRARY: dict[str, dict | None] = {}
 def library_of(filename: str) -> dict:
     """{name, version} of the installed distribution that owns ``filename`` (via
     importlib.metadata), ``python`` for the standard library, else the top-level package's name
-    with an empty version (code on sys.path that no distribution installed)."""
+    with an empty version (code on sys.path that no distribution installed), or the file's own
+    name for generated code (``<eval_with_key>.3``)."""
     found = _LIBRARY.get(filename)
     if found is not None:
         return found
+    if filename.startswith("<"):  # generated code: torch.fx's "<eval_with_key>.3", exec'd text
+        return {"name": filename, "version": ""}
     path = os.path.abspath(filename)
     stdlib = sysconfig.get_paths().get("stdlib", "")
     top = _top_level(path)
