@@ -94,7 +94,9 @@ def parse_spec(spec: str) -> tuple[Path, str]:
     return path, qualname
 
 
-def execute(args: argparse.Namespace, variants: list[dict], root: Path):
+def execute(
+    args: argparse.Namespace, variants: list[dict], root: Path, options: dict | None = None
+):
     """Runs the request; returns (outcome or None, exit code, store)."""
     try:
         target = config.resolve(args.target, root, python=args.python)
@@ -112,7 +114,7 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     request = ProfileRequest(
         variants=variants, project_root=root, backend=backend, warmup=args.warmup,
         steps=args.steps, repeats=args.repeats, mode=args.mode, device=args.device,
-        inputs=args.inputs, timeout_s=args.timeout,
+        inputs=args.inputs, timeout_s=args.timeout, options=dict(options or {}),
     )  # fmt: skip
 
     def progress(message: dict) -> None:
