@@ -208,14 +208,16 @@ class ModuleTracker:
         self._stack: list = []  # (key, record_function) of the running module calls
         self._handles: list = []
         self._unnamed = 0
+        self._is_compiling = _is_compiling(torch)
 
     def __enter__(self):
         hooks = self.torch.nn.modules.module
         skip_frames(self.torch, (ModuleTracker._pre, ModuleTracker._post))
-        self._handles = [
-            hooks.register_module_forward_pre_hook(self._pre),
-            hooks.register_module_forward_hook(self._post, always_call=True),
-        ]
+        self._handles = [hooks.register_module_forward_pre_hook(self._pre)]
+        try:  # always_call: the label closes when a forward raises too (torch 2.1 and later)
+            self._handles.append(hooks.register_module_forward_hook(self._post, always_call=True))
+        except TypeError:
+            self._handles.append(hooks.register_module_forward_hook(self._post))
         return self
 
     def __exit__(self, *exc):
@@ -247,7 +249,7 @@ class ModuleTracker:
         return self.names[id(module)]
 
     def _pre(self, module, args):
-        if self.torch.compiler.is_compiling() or _is_wrapper(module):
+        if self._is_compiling() or _is_wrapper(module):
             return None
         key = self._keys.get(id(module))
         if key is None:
@@ -264,7 +266,7 @@ class ModuleTracker:
         return None
 
     def _post(self, module, args, output):
-        if self.torch.compiler.is_compiling() or _is_wrapper(module):
+        if self._is_compiling() or _is_wrapper(module):
             return None
         key = self._keys.get(id(module))
         while self._stack:
@@ -329,7 +331,7 @@ class CompiledCallSites:
         return False
 
     def _enter(self):
-        if self.torch.compiler.is_compiling():
+        if _is_compiling(self.torch)():
             return _nothing
         label = self.mode.label_for(sys._getframe(1))
         if label is None:
@@ -424,10 +426,13 @@ _LIBRARY: dict[str, dict | None] = {}
 def library_of(filename: str) -> dict:
     """{name, version} of the installed distribution that owns ``filename`` (via
     importlib.metadata), ``python`` for the standard library, else the top-level package's name
-    with an empty version (code on sys.path that no distribution installed)."""
+    with an empty version (code on sys.path that no distribution installed), or the file's own
+    name for generated code (``<eval_with_key>.3``)."""
     found = _LIBRARY.get(filename)
     if found is not None:
         return found
+    if filename.startswith("<"):  # generated code: torch.fx's "<eval_with_key>.3", exec'd text
+        return {"name": filename, "version": ""}
     path = os.path.abspath(filename)
     stdlib = sysconfig.get_paths().get("stdlib", "")
     top = _top_level(path)

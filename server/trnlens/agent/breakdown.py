@@ -178,6 +178,18 @@ class Breakdown:
             "self_time_per_step_us": sum(self_t.get(k, 0.0) for k in rest) / self.steps,
         }
 
+    def library_files(self) -> list[dict]:
+        """Every file outside the project that made a dispatch or defines a called module's
+        forward, unbounded (a handful of files even for a 32-layer model): what the static rules
+        can read after the run."""
+        files = {innermost[0] for (innermost, _, _), _ in self.pairs if innermost is not None}
+        files.update(info.source[0] for info in self.info.values() if info.source is not None)
+        return [
+            {"path": self.kinds.display(f), "library": library_of(f)}
+            for f in sorted(files)
+            if self.kinds.kind(f) != "project" and not f.startswith("<")
+        ]
+
     def host_syncs(self, backend_name: str) -> list[dict]:
         """Each op that makes the host wait, outermost of its kind, grouped by op, innermost frame
         and project line, counted per attributed step."""

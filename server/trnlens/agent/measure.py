@@ -101,6 +101,7 @@ class Measurement:
     modules: list | None = None
     modules_rest: dict | None = None
     host_syncs: list | None = None
+    library_files: list | None = None
     attribution_us: float | None = None  # the attribution pass's wall time, all its steps
 
 
@@ -491,6 +492,7 @@ class Measurer:
         m.frames, m.frames_rest = self.breakdown.frames(limit)
         m.modules, m.modules_rest = self.breakdown.modules(limit)
         m.host_syncs = self.breakdown.host_syncs(self.backend.name)
+        m.library_files = self.breakdown.library_files()
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()

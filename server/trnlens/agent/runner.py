@@ -320,16 +320,17 @@ class Runner:
             for _, m in reachable:
                 m.training = False
             switched = sum(1 for _, was in flags if was)
+            roots = sorted({name.split(".")[0] for name, _ in reachable})
             result["eval_modules"] = {
                 "modules": len(reachable),
                 "were_training": switched,
-                "roots": sorted({name.split(".")[0] for name, _ in reachable}),
+                "roots": roots,
+                "message": (
+                    f"inference runs in eval(): {len(reachable)} nn.Modules reachable from "
+                    f"{', '.join(roots)} ({switched} of them in training mode) ran in eval() and "
+                    "got their own training flags back after the run"
+                ),
             }
-            if switched:
-                result["mode_reason"] += (
-                    f"; {switched} of the {len(reachable)} nn.Modules reachable from the inputs "
-                    "were in training mode: they ran in eval() and were restored after the run"
-                )
         try:
             self._measure(result, variant, call, made, mode, trains, target, path, qualname,
                           relpath, definition, project, backend, settings, out_dir,
@@ -458,7 +459,9 @@ class Runner:
         if m.attribution_us is not None:
             result["accounting"]["attribution_us"] = m.attribution_us
         if m.frames is not None:
-            for key in ("frames", "frames_rest", "modules", "modules_rest", "host_syncs"):
+            keys = ("frames", "frames_rest", "modules", "modules_rest", "host_syncs",
+                    "library_files")  # fmt: skip
+            for key in keys:
                 result[key] = getattr(m, key)
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites

@@ -137,7 +137,9 @@ def run_settings(args: argparse.Namespace, root: Path) -> settings.Settings:
     return settings.resolve([settings.pyproject_layer(root), given])
 
 
-def execute(args: argparse.Namespace, variants: list[dict], root: Path):
+def execute(
+    args: argparse.Namespace, variants: list[dict], root: Path, options: dict | None = None
+):
     """Runs the request; returns (outcome or None, exit code, store)."""
     try:
         chosen = run_settings(args, root)
@@ -168,7 +170,7 @@ def execute(args: argparse.Namespace, variants: list[dict], root: Path):
     request = ProfileRequest(
         variants=variants, project_root=root, backend=backend, warmup=chosen.warmup,
         steps=chosen.steps, repeats=chosen.repeats, mode=chosen.mode, device=args.device,
-        inputs=args.inputs, timeout_s=timeout,
+        inputs=args.inputs, timeout_s=timeout, options=dict(options or {}),
     )  # fmt: skip
 
     def progress(message: dict) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from trnlens import speedup as speed
 from trnlens import units
+from trnlens.cli.render_attribution import MODULES_SHOWN, library_lines, modules_lines
 from trnlens.cli.render_compile import comparison_lines, compile_lines
 from trnlens.cli.render_findings import (
     basis_note,
@@ -60,7 +61,13 @@ def _source_line(root: Path | None, path: str, line: int) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def render_result(data: dict, root: Path | None = None, store_dir: Path | None = None) -> str:
+def render_result(
+    data: dict,
+    root: Path | None = None,
+    store_dir: Path | None = None,
+    modules: int | None = MODULES_SHOWN,
+) -> str:
+    """The run as text; ``modules``: how many modules the Modules table shows (None: all)."""
     r = Result(data)
     dev = r.device_label
     head = (
@@ -147,6 +154,8 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
             )
         part = r.part_label
         out.extend(table(["Line", "Share", part, "Dispatches", "Source"], rows, {1, 2, 3}))
+    out.extend(modules_lines(data, table, modules))
+    out.extend(library_lines(data, table))
     out.extend(compile_lines(data))
     out.extend(findings_lines(data, table))
     out.extend(library_findings_lines(data))

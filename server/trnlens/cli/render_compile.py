@@ -13,7 +13,10 @@ def compile_lines(data: dict) -> list[str]:
     graphs = info.get("graphs") or []
     per_call = info.get("graphs_per_call") or 0
     breaks = info.get("breaks") or []
-    out = ["", "torch.compile"]
+    title = "torch.compile"
+    if info.get("scope") == "callee":  # the function is eager; code it called compiled
+        title += " (compiled code it called: a compiled function or module)"
+    out = ["", title]
     summary = [f"{_plural(per_call, 'graph')} per call", _plural(len(breaks), "graph break")]
     recompiles = info.get("recompiles") or []
     measured = [r for r in recompiles if r.get("phase") == "measured"]

@@ -7,10 +7,14 @@ from trnlens import units
 
 
 def mode_lines(data: dict) -> list[str]:
+    out = []
     reason = data.get("mode_reason")
-    if not reason or reason == "requested":
-        return []
-    return [f"  mode {data['mode']}: {reason}"]
+    if reason and reason != "requested":
+        out.append(f"  mode {data['mode']}: {reason}")
+    evaluated = data.get("eval_modules")
+    if evaluated and evaluated.get("message"):
+        out.append(f"  {evaluated['message']}")
+    return out
 
 
 def findings_lines(data: dict, table) -> list[str]:

@@ -109,7 +109,9 @@ def analysed_file(path: str) -> AnalysedFile | None:
 
 def attach(result: dict) -> None:
     """Adds ``library_findings`` to a result whose attribution pass saw library code."""
-    if result.get("error") or not (result.get("frames") or result.get("modules")):
+    if result.get("error") or not (
+        result.get("frames") or result.get("modules") or result.get("library_files")
+    ):
         return
     result["library_findings"] = library_findings(result)
 
@@ -125,10 +127,14 @@ def library_findings(result: dict) -> list[dict]:
         if frame.get("library"):
             libraries.setdefault(path, frame["library"])
     modules = result.get("modules") or []
-    source_paths = {(m.get("source") or {}).get("path") for m in modules}
-    files = set(frames_by_file) | {
-        p for p in source_paths if isinstance(p, str) and os.path.isabs(p)
-    }
+    # Every library file the run executed (library_files: not cut to the top N, unlike frames),
+    # and what the frames and the modules' sources name.
+    named = [(m.get("source") or {}).get("path") for m in modules]
+    for entry in result.get("library_files") or []:
+        named.append(entry.get("path"))
+        if entry.get("library") and isinstance(entry.get("path"), str):
+            libraries.setdefault(entry["path"], entry["library"])
+    files = set(frames_by_file) | {p for p in named if isinstance(p, str) and os.path.isabs(p)}
     totals = _Totals.of(result)
     found = []
     for path in sorted(files):

@@ -1,0 +1,130 @@
+"""Benchmark: what attribution through every frame (agent/attribution.py, issue 21) costs.
+
+A tiny random-weight LlamaForCausalLM from transformers (hidden 64, 2 layers, (1, 16) token ids,
+nothing downloaded), profiled through a project function ``model(ids)``, in one process (torch
+and transformers imported once), three ways, interleaved over several rounds:
+- ``off``: no attribution pass at all (``options.lines = False``): the named baseline;
+- ``lines``: the line-only mode trnlens had before issue 21 (``options.attribution = "lines"``);
+- ``full``: innermost frame, project line and nn.Module of every dispatch (the default now).
+Figures: the attribution pass's wall time (``accounting.attribution_us``: one step under the mode,
+the profiler's warm-up step and its recorded steps) and the whole variant's (import, inputs, every
+pass), medians over the rounds, and result.json's size. Then the size of result.json for a
+32-layer config of the same model (hidden 64), where the bounded tables matter.
+
+Run: python bench/bench_attribution.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from trnlens.agent.runner import Runner
+
+MODEL = """
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+LAYERS = {layers}
+
+
+def build():
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
+                         num_attention_heads=4, num_key_value_heads=4, vocab_size=100,
+                         max_position_embeddings=64)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config), torch.randint(0, 100, (1, 16))
+
+
+# trnlens: inputs=build
+def generate(model, ids):
+    return model(ids).logits
+"""
+WAYS = {
+    "off": {"lines": False},
+    "lines": {"attribution": "lines"},
+    "full": {"attribution": "full"},
+}
+
+
+def profile(root: Path, options: dict, steps: int = 5) -> dict:
+    request = {
+        "backend": "cpu",
+        "warmup": 2,
+        "steps": steps,
+        "repeats": 5,
+        "project_root": str(root),
+        "variants": [{"path": "model.py", "qualname": "generate"}],
+        "artifacts_dir": str(root / ".stage"),
+        "options": {"trace": False, **options},
+    }
+    result = Runner(request, lambda **m: None, lambda: False).run()
+    if result.get("error"):
+        raise SystemExit(f"the run failed: {result['error']['message']}")
+    return result
+
+
+def size(result: dict) -> int:
+    return len(json.dumps(result, indent=1).encode())  # as the store writes result.json
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    rounds = parser.parse_args().rounds
+    with tempfile.TemporaryDirectory() as tmp:
+        small, big = Path(tmp, "small"), Path(tmp, "big")
+        for root, layers in ((small, 2), (big, 32)):
+            root.mkdir()
+            (root / "model.py").write_text(MODEL.format(layers=layers).lstrip("\n"))
+        profile(small, WAYS["full"], steps=2)  # imports and first calls out of the figures
+        figures: dict[str, dict[str, list]] = {w: {"pass": [], "variant": []} for w in WAYS}
+        sizes: dict[str, int] = {}
+        dispatches = None
+        for _ in range(rounds):
+            for way, options in WAYS.items():
+                result = profile(small, options)
+                accounting = result["accounting"]
+                figures[way]["pass"].append(accounting.get("attribution_us", 0.0))
+                figures[way]["variant"].append(accounting["variant_us"])
+                sizes[way] = size(result)
+                dispatches = result["dispatches_per_step"]
+        load = os.getloadavg()[0]
+        print(f"tiny Llama (hidden 64, 2 layers), {dispatches} dispatches/step; {rounds} rounds; "
+              f"load {load:.1f} on {os.cpu_count()} cores")  # fmt: skip
+        print(f"{'way':6} {'attribution pass (median)':>26} {'whole variant (median)':>24} "
+              f"{'result.json':>12}")  # fmt: skip
+        medians = {}
+        for way in WAYS:
+            p = statistics.median(figures[way]["pass"]) / 1000
+            v = statistics.median(figures[way]["variant"]) / 1000
+            medians[way] = (p, v)
+            spread = (min(figures[way]["variant"]) / 1000, max(figures[way]["variant"]) / 1000)
+            print(f"{way:6} {p:23.1f} ms {v:13.1f} ms ({spread[0]:.0f}-{spread[1]:.0f}) "
+                  f"{sizes[way] / 1000:9.1f} KB")  # fmt: skip
+        (lines_pass, lines_variant), (full_pass, full_variant) = medians["lines"], medians["full"]
+        off_variant = medians["off"][1]
+        print(f"full vs lines: attribution pass x{full_pass / lines_pass:.2f}, whole variant "
+              f"x{full_variant / lines_variant:.2f}; full vs off (the baseline): whole variant "
+              f"x{full_variant / off_variant:.2f}")  # fmt: skip
+
+        full = profile(big, {**WAYS["full"], "timing": False}, steps=2)
+        lines = profile(big, {**WAYS["lines"], "timing": False}, steps=2)
+        print(f"\n32 layers (hidden 64), {full['dispatches_per_step']} dispatches/step: "
+              f"result.json {size(full) / 1000:.1f} KB with full attribution, "
+              f"{size(lines) / 1000:.1f} KB line-only")  # fmt: skip
+        print(
+            f"  frames kept {len(full['frames'])} (+{full['frames_rest']['count']} summed), "
+            f"modules kept {len(full['modules'])} (+{full['modules_rest']['count']} summed)"
+        )
+        fields = ("frames", "modules", "host_syncs", "ops", "dispatch_sites", "dispatch_shapes")
+        parts = {k: len(json.dumps(full.get(k)).encode()) for k in fields}
+        print("  by field: " + ", ".join(f"{k} {v / 1000:.1f} KB" for k, v in parts.items()))
+
+
+if __name__ == "__main__":
+    main()
