@@ -456,7 +456,11 @@ class Measurer:
             self.breakdown = breakdown.Breakdown(
                 events, mode.sites, tracker.info, kinds, headline_events, device_us
             )
-            site_of = self.breakdown.project_site
+            project_site, extra = self.breakdown.project_site, self.extra_labels
+
+            def site_of(root):  # trnlens's own labelled work (the added backward) too
+                return project_site(root) or ev.site_of(root, extra)
+
         else:
 
             def site_of(root):
