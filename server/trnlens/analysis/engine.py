@@ -359,7 +359,7 @@ def _params(args: ast.arguments) -> list[str]:
 
 
 # Rules about ops a compiler would fuse; host-device sync hazards (TRN1xx) stay relevant.
-FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"})
+FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006", "TRN007"})
 _compiled = is_compiled  # decorated with torch.compile (rules/graphbreaks.py)
 
 

@@ -73,6 +73,21 @@ SAME_PLACE = frozenset(
         "abs",
         "prod",
         "expand",
+        # Reordering, selecting and counting keep a host tensor on the host too.
+        "sort",
+        "argsort",
+        "topk",
+        "flip",
+        "roll",
+        "cumsum",
+        "index_select",
+        "gather",
+        "masked_select",
+        "unique",
+        "nonzero",
+        "repeat",
+        "clamp",
+        "round",
     }
 )
 # Calls whose arguments are sizes or indices: the host must know them.
@@ -184,6 +199,9 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
         placed = factory_device(node, ctx)
         if placed is not None:
             return placed == "host"
+        if attr in SAME_PLACE and is_module_ref(node.func.value, ctx.info):
+            # `torch.argsort(order_cpu)`: the function form of a method that keeps the place.
+            return bool(node.args) and on_host(node.args[0], ctx, depth + 1)
         if attr in SAME_PLACE or attr in {"to", "pop", "get"}:
             return on_host(node.func.value, ctx, depth)  # `state_dict.pop(k)`: an element
     if isinstance(node, ast.Call):

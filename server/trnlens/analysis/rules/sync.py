@@ -23,11 +23,14 @@ from functools import lru_cache
 
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
 from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.cadence import feeds_logging, for_checkpoint, periodic_guard
 from trnlens.analysis.rules.placement import (
     SAME_PLACE,
+    assigned_values,
     device_target,
     factory_device,
     host_needs,
+    names_cpu,
     on_device,
     on_host,
 )
@@ -37,6 +40,8 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 # The claim of a sync whose value the host needs (reported as a hint, not a hazard).
 NEEDED = "needed"
+# The claim of a sync that runs every N iterations (under `if step % n == 0:`): a hint.
+PERIODIC = "periodic"
 # Reductions whose result printed is a tensor (printing it syncs and copies it to the host).
 _TENSOR_METHODS = frozenset({"sum", "mean", "max", "min", "norm", "std", "var", "abs", "detach"})
 
@@ -70,6 +75,8 @@ _LOOP_TYPES = frozenset(_LOOPS + _COMPREHENSIONS)
 
 def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
 
+    heads: set[int] = set()  # comprehension heads, visited with the code around them
+
     def visit(
         node: ast.AST,
         loop: ast.AST | None,
@@ -77,8 +84,16 @@ def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
         outer: tuple[ast.AST, frozenset[str]] | None = None,
     ) -> Iterator[_InLoop]:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, _SCOPES):
+            if isinstance(child, _SCOPES) or id(child) in heads:
                 continue
+            if isinstance(child, _COMPREHENSIONS):
+                # The outermost iterable of a comprehension is evaluated once, where the
+                # comprehension stands (as the iterable of a `for` is): not per element.
+                head = child.generators[0].iter
+                heads.add(id(head))
+                if loop is not None:
+                    yield _InLoop(head, loop, stored)
+                yield from visit(head, loop, stored, outer=outer)
             if _is_loop_header(child, node):
                 # The iterable is evaluated once per run of this loop: it belongs to the loop
                 # around it (if any), not to this one.
@@ -184,6 +199,8 @@ class _SyncRule:
         if not ctx.info.imports_torch:
             return  # `.numpy()` on a TensorFlow or NumPy value is not a device sync
         for hit in _in_loops(ctx):
+            if _few_fixed_iterations(hit.loop):
+                continue
             said = self.message(ctx, hit)
             if said is None:
                 continue
@@ -193,12 +210,23 @@ class _SyncRule:
                 message=message,
                 node=hit.node,
                 ops=[hit.node],
-                severity="hint" if claim == NEEDED else "info",
+                severity="hint" if claim in {NEEDED, PERIODIC} else "info",
                 claim=claim,
             )
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         raise NotImplementedError
+
+
+def _few_fixed_iterations(loop: ast.AST) -> bool:
+    """``for data in [even, odd]:``: a loop over a literal list of a few values runs that many
+    times, not per step or per element of data; a sync there is not a per-iteration cost."""
+    return (
+        isinstance(loop, ast.For | ast.AsyncFor)
+        and isinstance(loop.iter, ast.List | ast.Tuple)
+        and len(loop.iter.elts) <= 4
+        and not any(isinstance(e, ast.Starred) for e in loop.iter.elts)
+    )
 
 
 class ItemInLoop(_SyncRule):
@@ -214,12 +242,29 @@ class ItemInLoop(_SyncRule):
         call = _method(hit.node, {"item"})
         if call is None or on_host(call.func.value, ctx):  # type: ignore[attr-defined]
             return None  # `.item()` of a host tensor (`.cpu()`'s result...) is no device sync
+        guard = periodic_guard(call, ctx, hit.loop)
+        how_often = _how_often(ctx, guard)
         if host_needs(call, ctx, hit.loop):
             return (
-                "`.item()` in a loop waits for the device every iteration, and the code needs "
+                f"`.item()` in a loop waits for the device {how_often}, and the code needs "
                 "the value on the host (it decides a branch, a slice or a size): a sync the code "
                 "needs; profile the function to see whether it costs enough to restructure",
                 NEEDED,
+            )
+        if feeds_logging(call, ctx, hit.loop):
+            return (
+                f"`.item()` reads a value for logging or a progress bar {how_often}: a "
+                "device sync each time; read it only on the steps that log it (`if step % "
+                "log_every == 0:`), gather the values into one tensor and copy them once, or "
+                "start a non-blocking copy (`x.detach().to('cpu', non_blocking=True)`) and "
+                "read it a step later",
+                PERIODIC if guard is not None else None,
+            )
+        if guard is not None:
+            return (
+                f"`.item()` waits for the device and copies to the host {how_often}; cheap "
+                "when N is large, otherwise accumulate on the device and read it less often",
+                PERIODIC,
             )
         return (
             "`.item()` in a loop waits for the device and copies to the host every iteration; "
@@ -228,28 +273,63 @@ class ItemInLoop(_SyncRule):
         )
 
 
+def _how_often(ctx: Context, guard: ast.expr | None) -> str:
+    if guard is None:
+        return "every iteration"
+    return f"every N iterations (under `if {' '.join(ctx.text(guard).split())}:`)"
+
+
 class CopyToHostInLoop(_SyncRule):
     def __init__(self) -> None:
         super().__init__(
             "TRN102",
             "host-copy-in-loop",
             "`.cpu()` / `.numpy()` / `.tolist()` in a loop: a sync and a copy per iteration",
-            frozenset({"cpu", "numpy", "tolist"}),
+            frozenset({"cpu", "numpy", "tolist", "to"}),
         )
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
-        call = _method(hit.node, {"cpu", "numpy", "tolist"})
+        call = _method(hit.node, {"cpu", "numpy", "tolist"}) or _to_host(hit.node)
         if call is None:
             return None
         if on_host(call.func.value, ctx):  # type: ignore[attr-defined]
             return None  # `.cpu().permute(...).numpy()`: reported once, on the `.cpu()`
-        if _copies_each_element(call, hit):
-            return None
-        name = call.func.attr  # type: ignore[attr-defined]
+        if _copies_each_element(call, hit) or for_checkpoint(call, ctx, hit.loop):
+            return None  # a checkpoint saved or loaded: each tensor copied once, kept
+        spelled = _spelled(ctx, call)
+        guard = periodic_guard(call, ctx, hit.loop)
+        if guard is not None:
+            return (
+                f"`{spelled}` synchronises with the device and copies to the host "
+                f"{_how_often(ctx, guard)}, not every iteration; cheap when N is large",
+                PERIODIC,
+            )
         return (
-            f"`.{name}()` in a loop synchronises with the device and copies to the host every "
+            f"`{spelled}` in a loop synchronises with the device and copies to the host every "
             "iteration; collect results on the device and copy once after the loop"
         )
+
+
+def _spelled(ctx: Context, call: ast.Call) -> str:
+    """``.cpu()``, ``.to("cpu")``: the copying method as written, without its receiver."""
+    args = [ctx.text(a) for a in call.args]
+    args += [f"{k.arg}={ctx.text(k.value)}" for k in call.keywords]
+    return f".{call.func.attr}({', '.join(args)})"  # type: ignore[attr-defined]
+
+
+def _to_host(node: ast.AST) -> ast.Call | None:
+    """``.to("cpu")``, ``.to(torch.device("cpu"))``, ``.to(device="cpu")``: a device-to-host copy
+    spelled as a move (``non_blocking=True`` aside: that copy does not wait)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    if node.func.attr != "to" or any(
+        k.arg == "non_blocking" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+        for k in node.keywords
+    ):
+        return None
+    device = next((k.value for k in node.keywords if k.arg == "device"), None)
+    target = device if device is not None else (node.args[0] if node.args else None)
+    return node if names_cpu(target) else None
 
 
 def _copies_each_element(call: ast.Call, hit: _InLoop) -> bool:
@@ -332,6 +412,9 @@ class TensorFromHostInLoop(_SyncRule):
             return None
         if _runs_once(node, ctx, hit):
             return None
+        device = next((k.value for k in node.keywords if k.arg == "device"), None)
+        if device is not None and any(hit.changes(n) for n in _free_names(device, ctx)):
+            return None  # one tensor on each device in turn (`device=torch.device("npu", i)`)
         args = [*node.args, *(k.value for k in node.keywords)]
         invariant = not any(hit.changes(n) for arg in args for n in _free_names(arg, ctx))
         if invariant:
@@ -431,10 +514,100 @@ def _stored_source(receiver: ast.expr, ctx: Context) -> ast.expr | None:
     return None
 
 
+# Tensor methods whose result, tested for truth, is a one-element tensor read by the host.
+_BOOL_REDUCTIONS = frozenset({"any", "all"})
+# Elementwise tests and reductions: a tensor when their receiver is one.
+_TENSOR_RESULTS = _BOOL_REDUCTIONS | {
+    "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_and",
+    "logical_or", "logical_not", "sum", "max", "min", "amax", "amin", "count_nonzero",
+}  # fmt: skip
+# torch functions that do not return a tensor (or return a Python value already).
+_NOT_TENSORS = frozenset(
+    {"is_tensor", "is_floating_point", "is_complex", "numel", "equal", "allclose", "is_grad_enabled"}
+)
+
+
+class ImplicitBoolInLoop(_SyncRule):
+    def __init__(self) -> None:
+        super().__init__(
+            "TRN106",
+            "implicit-bool-sync-in-loop",
+            "`if t.any():` / `while mask.all():` / `bool(t)` in a loop: an implicit sync per iteration",
+            frozenset({"any", "all", "bool"}),
+        )
+
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+        node, parent = hit.node, ctx.parents.get(id(hit.node))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool":
+            if len(node.args) != 1 or not _device_tensor(node.args[0], ctx):
+                return None
+            spelled = ctx.text(node)
+        elif _is_truth_test(node, parent):
+            if isinstance(node, ast.Name):
+                values = assigned_values(ctx, node.id)
+                if not values or not all(_device_tensor(v, ctx, names=False) for v in values):
+                    return None
+            elif not _device_tensor(node, ctx, names=False):
+                return None
+            spelled = ctx.text(node)
+        else:
+            return None
+        how_often = _how_often(ctx, periodic_guard(node, ctx, hit.loop))
+        return (
+            f"`{spelled}` tested for truth turns a device tensor into a Python bool: an implicit "
+            f"sync (as `.item()`) {how_often}, which the code needs to decide what to do next; "
+            "test it every N iterations, or keep the decision on the device (`torch.where`, a "
+            "mask) where the loop can go on without it",
+            NEEDED,
+        )
+
+
+def _is_truth_test(node: ast.AST, parent: ast.AST | None) -> bool:
+    """``node`` is what an ``if``/``while``/conditional expression/``assert`` tests, or an operand
+    of ``not``/``and``/``or`` there."""
+    if isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert) and node is parent.test:
+        return True
+    return isinstance(parent, ast.comprehension) and node in parent.ifs
+
+
+def _device_tensor(node: ast.expr, ctx: Context, names: bool = True, depth: int = 0) -> bool:
+    """Visibly a tensor not visibly on the host: ``t.any()``, ``torch.all(t)``, ``(a == b).all()``,
+    a name assigned only such values. Unknown values are not tensors here."""
+    if depth > 2 or on_host(node, ctx):
+        return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if is_module_ref(node.func.value, ctx.info):
+            return node.func.attr not in _NOT_TENSORS and not node.func.attr.startswith("is_")
+        if node.func.attr in _BOOL_REDUCTIONS:
+            return not _is_host_object(node.func.value, ctx)
+        if node.func.attr in _TENSOR_RESULTS:
+            return _device_tensor(node.func.value, ctx, True, depth + 1)
+        return False
+    if isinstance(node, ast.Name) and names:
+        values = assigned_values(ctx, node.id)
+        return bool(values) and all(_device_tensor(v, ctx, False, depth + 1) for v in values)
+    return False
+
+
+def _is_host_object(node: ast.expr, ctx: Context) -> bool:
+    """A NumPy array or pandas object (``np.isnan(a).any()``): ``.any()`` on it is no sync."""
+    base = node
+    while isinstance(base, ast.Call | ast.Attribute | ast.Subscript):
+        if isinstance(base, ast.Call):
+            name = dotted(base.func) or ""
+            if name.split(".")[0] in {"np", "numpy", "pd", "pandas"}:
+                return True
+            base = base.func
+        else:
+            base = base.value
+    return False
+
+
 SYNC_RULES = (
     ItemInLoop(),
     CopyToHostInLoop(),
     PrintTensorInLoop(),
     TensorFromHostInLoop(),
     InvariantToDeviceInLoop(),
+    ImplicitBoolInLoop(),
 )
