@@ -114,3 +114,16 @@ def for_checkpoint(node: ast.AST, ctx: Context, loop: ast.AST) -> bool:
     elif isinstance(loop, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
         iters.extend(g.iter for g in loop.generators)
     return any(_CHECKPOINT.search(ast.unparse(it).lower()) for it in iters)
+
+
+def said_to_offload(node: ast.AST, ctx: Context) -> bool:
+    """A comment on the copy's line, or on the line above, says it offloads (``# Offload to
+    cpu``): the copy frees device memory on purpose, and "copy once after the loop" would
+    defeat it."""
+    row = getattr(node, "lineno", 0)
+    lines = ctx.src.lines
+    for at in (row - 1, row - 2):
+        if 0 <= at < len(lines) and "#" in lines[at]:
+            if "offload" in lines[at].split("#", 1)[1].lower():
+                return True
+    return False

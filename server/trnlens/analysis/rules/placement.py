@@ -227,8 +227,9 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
                 return True  # `self.sigmas = sigmas.to("cpu")` (or `self.init_sigmas()`) above
         return "cpu" in node.attr.lower().split("_")
     if isinstance(node, ast.Name):
-        if "cpu" in node.id.lower().split("_") or "state_dict" in node.id:
-            return True  # `timesteps_cpu`; a checkpoint's state dict is loaded on the host
+        words = node.id.lower().split("_")
+        if "cpu" in words or "state_dict" in node.id or words[-1] == "sd":
+            return True  # `timesteps_cpu`; a checkpoint's state dict (`sds_sd`) is on the host
         reaching = reaching_value(ctx, node)
         values = [reaching] if reaching is not None else assigned_values(ctx, node.id)
         return bool(values) and all(on_host(v, ctx, depth + 1) for v in values)

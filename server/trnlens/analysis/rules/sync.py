@@ -23,7 +23,12 @@ from functools import lru_cache
 
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
 from trnlens.analysis.rules.base import Context, Match
-from trnlens.analysis.rules.cadence import feeds_logging, for_checkpoint, periodic_guard
+from trnlens.analysis.rules.cadence import (
+    feeds_logging,
+    for_checkpoint,
+    periodic_guard,
+    said_to_offload,
+)
 from trnlens.analysis.rules.placement import (
     SAME_PLACE,
     assigned_values,
@@ -251,6 +256,12 @@ class ItemInLoop(_SyncRule):
                 "needs; profile the function to see whether it costs enough to restructure",
                 NEEDED,
             )
+        if _needed_elsewhere(call, ctx, hit.loop):
+            return (
+                f"`.item()` reads a value the loop also reads (`{ctx.text(call)}`) to decide a "
+                "branch, so one sync per iteration is needed anyway; read it once and reuse the "
+                "Python value (one read instead of two)"
+            )
         if feeds_logging(call, ctx, hit.loop):
             return (
                 f"`.item()` reads a value for logging or a progress bar {how_often}: a "
@@ -271,6 +282,20 @@ class ItemInLoop(_SyncRule):
             "accumulate on the device (e.g. `total += loss.detach()`) and call `.item()` once "
             "after the loop"
         )
+
+
+def _needed_elsewhere(call: ast.Call, ctx: Context, loop: ast.AST) -> bool:
+    """Another ``.item()`` of the same value in the loop decides a branch (``if token.item() in
+    stop: break`` ... ``out.append(token.item())``): the host reads the value every iteration
+    regardless, so the useful advice is to read it once."""
+    receiver = ast.dump(call.func.value)  # type: ignore[attr-defined]
+    return any(
+        other is not call
+        and _method(other, {"item"}) is not None
+        and ast.dump(other.func.value) == receiver  # type: ignore[attr-defined]
+        and host_needs(other, ctx, loop)
+        for other in ast.walk(loop)
+    )
 
 
 def _how_often(ctx: Context, guard: ast.expr | None) -> str:
@@ -296,6 +321,8 @@ class CopyToHostInLoop(_SyncRule):
             return None  # `.cpu().permute(...).numpy()`: reported once, on the `.cpu()`
         if _copies_each_element(call, hit) or for_checkpoint(call, ctx, hit.loop):
             return None  # a checkpoint saved or loaded: each tensor copied once, kept
+        if _result_discarded(call, ctx) or said_to_offload(call, ctx):
+            return None  # `component.to("cpu")`: a module moved; `# offload to cpu`: on purpose
         spelled = _spelled(ctx, call)
         guard = periodic_guard(call, ctx, hit.loop)
         if guard is not None:
@@ -308,6 +335,12 @@ class CopyToHostInLoop(_SyncRule):
             f"`{spelled}` in a loop synchronises with the device and copies to the host every "
             "iteration; collect results on the device and copy once after the loop"
         )
+
+
+def _result_discarded(call: ast.Call, ctx: Context) -> bool:
+    """``component.to("cpu")`` as a statement: a tensor's copy would be lost, so the receiver is
+    a module moving its parameters (an offload), not a tensor read by the host."""
+    return isinstance(ctx.parents.get(id(call)), ast.Expr)
 
 
 def _spelled(ctx: Context, call: ast.Call) -> str:
@@ -412,9 +445,8 @@ class TensorFromHostInLoop(_SyncRule):
             return None
         if _runs_once(node, ctx, hit):
             return None
-        device = next((k.value for k in node.keywords if k.arg == "device"), None)
-        if device is not None and any(hit.changes(n) for n in _free_names(device, ctx)):
-            return None  # one tensor on each device in turn (`device=torch.device("npu", i)`)
+        if _each_device_in_turn(node, ctx, hit):
+            return None
         args = [*node.args, *(k.value for k in node.keywords)]
         invariant = not any(hit.changes(n) for arg in args for n in _free_names(arg, ctx))
         if invariant:
@@ -426,6 +458,17 @@ class TensorFromHostInLoop(_SyncRule):
             f"`torch.{call.name}(...)` in a loop copies host data to the device every iteration; "
             "keep the data on the device, or batch the copies"
         )
+
+
+def _each_device_in_turn(node: ast.Call, ctx: Context, hit: _InLoop) -> bool:
+    """``for i in range(n): torch.tensor(0, device=torch.device("npu", i))``: the device is the
+    loop's own variable, so each iteration makes one tensor on another device (initialising
+    it): nothing repeats. ``device=x.device`` names the device of a value, the same each time."""
+    device = next((k.value for k in node.keywords if k.arg == "device"), None)
+    if device is None or isinstance(device, ast.Attribute) or not isinstance(hit.loop, ast.For):
+        return False
+    targets = {n.id for n in ast.walk(hit.loop.target) if isinstance(n, ast.Name)}
+    return any(n in targets for n in _free_names(device, ctx))
 
 
 def _moved_to_device(node: ast.expr, ctx: Context) -> bool:
@@ -537,12 +580,12 @@ class ImplicitBoolInLoop(_SyncRule):
         )
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
-        node, parent = hit.node, ctx.parents.get(id(hit.node))
+        node = hit.node
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool":
             if len(node.args) != 1 or not _device_tensor(node.args[0], ctx):
                 return None
             spelled = ctx.text(node)
-        elif _is_truth_test(node, parent):
+        elif _is_truth_test(node, ctx):
             if isinstance(node, ast.Name):
                 values = assigned_values(ctx, node.id)
                 if not values or not all(_device_tensor(v, ctx, names=False) for v in values):
@@ -556,15 +599,21 @@ class ImplicitBoolInLoop(_SyncRule):
         return (
             f"`{spelled}` tested for truth turns a device tensor into a Python bool: an implicit "
             f"sync (as `.item()`) {how_often}, which the code needs to decide what to do next; "
-            "test it every N iterations, or keep the decision on the device (`torch.where`, a "
-            "mask) where the loop can go on without it",
+            "test it every N iterations, copy what it tests to the host once before the loop "
+            "when that is known in advance, or keep the decision on the device (`torch.where`, "
+            "a mask) where the loop can go on without it",
             NEEDED,
         )
 
 
-def _is_truth_test(node: ast.AST, parent: ast.AST | None) -> bool:
+def _is_truth_test(node: ast.AST, ctx: Context) -> bool:
     """``node`` is what an ``if``/``while``/conditional expression/``assert`` tests, or an operand
     of ``not``/``and``/``or`` there."""
+    parent = ctx.parents.get(id(node))
+    while isinstance(parent, ast.BoolOp) or (
+        isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+    ):
+        node, parent = parent, ctx.parents.get(id(parent))
     if isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert) and node is parent.test:
         return True
     return isinstance(parent, ast.comprehension) and node in parent.ifs
@@ -577,9 +626,12 @@ def _device_tensor(node: ast.expr, ctx: Context, names: bool = True, depth: int 
         return False
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         if is_module_ref(node.func.value, ctx.info):
-            return node.func.attr not in _NOT_TENSORS and not node.func.attr.startswith("is_")
+            name = node.func.attr
+            if name in _NOT_TENSORS or name.startswith("is_"):
+                return False
+            return not (node.args and _host_operand(node.args[0], ctx))
         if node.func.attr in _BOOL_REDUCTIONS:
-            return not _is_host_object(node.func.value, ctx)
+            return not _host_operand(node.func.value, ctx)
         if node.func.attr in _TENSOR_RESULTS:
             return _device_tensor(node.func.value, ctx, True, depth + 1)
         return False
@@ -589,17 +641,31 @@ def _device_tensor(node: ast.expr, ctx: Context, names: bool = True, depth: int 
     return False
 
 
-def _is_host_object(node: ast.expr, ctx: Context) -> bool:
-    """A NumPy array or pandas object (``np.isnan(a).any()``): ``.any()`` on it is no sync."""
-    base = node
-    while isinstance(base, ast.Call | ast.Attribute | ast.Subscript):
-        if isinstance(base, ast.Call):
-            name = dotted(base.func) or ""
-            if name.split(".")[0] in {"np", "numpy", "pd", "pandas"}:
-                return True
-            base = base.func
-        else:
-            base = base.value
+def _host_operand(node: ast.expr, ctx: Context, depth: int = 0) -> bool:
+    """Some operand the test reads is visibly on the host (a NumPy array, ``np.isnan(a)``, a
+    tensor made without a device): ``(mask[:, i] == 0).all()`` of ``mask = np.array(img)``,
+    ``torch.all(row >= n)`` of ``row = torch.zeros(n)``. Such a test is no device sync."""
+    if depth > 3:
+        return False
+    if on_host(node, ctx):
+        return True
+    if isinstance(node, ast.Compare):
+        return any(_host_operand(n, ctx, depth + 1) for n in [node.left, *node.comparators])
+    if isinstance(node, ast.BinOp):
+        return any(_host_operand(n, ctx, depth + 1) for n in (node.left, node.right))
+    if isinstance(node, ast.UnaryOp):
+        return _host_operand(node.operand, ctx, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _host_operand(node.value, ctx, depth + 1)
+    if isinstance(node, ast.Call):
+        name = dotted(node.func) or ""
+        if name.split(".")[0] in {"np", "numpy", "pd", "pandas"}:
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _TENSOR_RESULTS | SAME_PLACE:
+            return _host_operand(node.func.value, ctx, depth + 1)
+    if isinstance(node, ast.Name):
+        values = assigned_values(ctx, node.id)
+        return bool(values) and any(_host_operand(v, ctx, depth + 1) for v in values)
     return False
 
 
