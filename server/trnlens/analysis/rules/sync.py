@@ -340,7 +340,8 @@ class CopyToHostInLoop(_SyncRule):
 def _result_discarded(call: ast.Call, ctx: Context) -> bool:
     """``component.to("cpu")`` as a statement: a tensor's copy would be lost, so the receiver is
     a module moving its parameters (an offload), not a tensor read by the host."""
-    return isinstance(ctx.parents.get(id(call)), ast.Expr)
+    moves = call.func.attr in {"to", "cpu"}  # type: ignore[attr-defined]
+    return moves and isinstance(ctx.parents.get(id(call)), ast.Expr)
 
 
 def _spelled(ctx: Context, call: ast.Call) -> str:
