@@ -207,7 +207,8 @@ def test_information_is_a_notice_in_github_and_a_note_in_sarif(tmp_path: Path, c
 
 HINT_ONLY = (
     "import torch\n\n\n"
-    "def f(xs, n):\n    for i, x in enumerate(xs):\n        if i % n == 0:\n            g(x.cpu())\n"
+    "def f(xs, n):\n    for i, x in enumerate(xs):\n"
+    "        if i % n == 0:\n            g(x.cpu())\n"
 )
 
 

@@ -26,9 +26,10 @@ from dataclasses import dataclass, replace
 from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
 from trnlens.analysis.model import Finding, Location
 from trnlens.analysis.patterns import ModuleInfo, module_info
-from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Rule
+from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Match, Rule
 from trnlens.analysis.rules.graphbreaks import is_compiled
 from trnlens.analysis.rules.placement import HostFacts, host_facts
+from trnlens.analysis.rules.stated import stated_reason
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
 
@@ -327,14 +328,18 @@ def _contexts(src: SourceText, info: ModuleInfo, body: list[ast.stmt]) -> Iterat
 
 
 def _scope(
-    src: SourceText, info: ModuleInfo, body: Sequence[ast.stmt], prefix: str
+    src: SourceText,
+    info: ModuleInfo,
+    body: Sequence[ast.stmt],
+    prefix: str,
+    owner: ast.ClassDef | None = None,
 ) -> Iterator[Context]:
     for node in _defs(body):
         if isinstance(node, ast.ClassDef):
-            yield from _scope(src, info, node.body, f"{prefix}{node.name}.")
+            yield from _scope(src, info, node.body, f"{prefix}{node.name}.", node)
             continue
         qualname = f"{prefix}{node.name}"
-        yield Context(src, info, node.body, node, qualname, _params(node.args))
+        yield Context(src, info, node.body, node, qualname, _params(node.args), owner)
         yield from _scope(src, info, node.body, f"{qualname}.<locals>.")
 
 
@@ -437,6 +442,8 @@ def _run(ctx: Context) -> Iterator[Finding]:
             continue  # torch.compile already fuses this function's ops into one graph
         try:
             matches = list(rule.check(ctx))
+            if rule.code in FUSION_CODES:
+                matches = [_unfixed_where_a_reason_is_given(ctx, m) for m in matches]
             found = [to_finding(ctx, match, "") for match in matches]
             severity = getattr(rule, "severity", None)  # hints (graph-break rules) say so
             for finding in found:
@@ -445,6 +452,19 @@ def _run(ctx: Context) -> Iterator[Finding]:
             log.warning("%s skipped in %s (too deeply nested)", rule.code, ctx.qualname)
             continue
         yield from found
+
+
+def _unfixed_where_a_reason_is_given(ctx: Context, match: Match) -> Match:
+    """A hand-written form whose comment or docstring says why (rules/stated.py): still
+    reported, without the fix that would undo the authors' reason."""
+    if not match.replacements:
+        return match
+    reason = stated_reason(ctx, match.code)
+    if reason is None:
+        return match
+    match.replacements, match.candidates, match.fix_message = [], [], None
+    match.message += f'; no fix offered: the code says why it is written out ("{reason}")'
+    return match
 
 
 def _finish(

@@ -49,7 +49,9 @@ def _is_modulo_test(test: ast.expr) -> bool:
 
 
 def _is_modulo(node: ast.expr) -> bool:
-    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and number(node.left) is None
+    return (
+        isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and number(node.left) is None
+    )
 
 
 def feeds_logging(node: ast.AST, ctx: Context, loop: ast.AST, depth: int = 0) -> bool:

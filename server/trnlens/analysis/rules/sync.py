@@ -567,7 +567,15 @@ _TENSOR_RESULTS = _BOOL_REDUCTIONS | {
 }  # fmt: skip
 # torch functions that do not return a tensor (or return a Python value already).
 _NOT_TENSORS = frozenset(
-    {"is_tensor", "is_floating_point", "is_complex", "numel", "equal", "allclose", "is_grad_enabled"}
+    {
+        "is_tensor",
+        "is_floating_point",
+        "is_complex",
+        "numel",
+        "equal",
+        "allclose",
+        "is_grad_enabled",
+    }
 )
 
 
@@ -576,13 +584,17 @@ class ImplicitBoolInLoop(_SyncRule):
         super().__init__(
             "TRN106",
             "implicit-bool-sync-in-loop",
-            "`if t.any():` / `while mask.all():` / `bool(t)` in a loop: an implicit sync per iteration",
+            "`if t.any():` / `while m.all():` / `bool(t)` in a loop: an implicit sync each time",
             frozenset({"any", "all", "bool"}),
         )
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         node = hit.node
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "bool"
+        ):
             if len(node.args) != 1 or not _device_tensor(node.args[0], ctx):
                 return None
             spelled = ctx.text(node)
