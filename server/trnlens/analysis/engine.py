@@ -32,6 +32,9 @@ from trnlens.analysis.rules.placement import HostFacts, host_facts
 from trnlens.analysis.rules.stated import stated_reason
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
+from trnlens.analysis.testfiles import is_test_path
+
+SYNC_PREFIX = "TRN1"  # the host-device sync rules: not reported in test code (analysis.testfiles)
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +134,8 @@ def analyse_source(
     if not info.imports_torch:
         for f in findings:
             add_missing_import(f, import_row)
+    if is_test_path(path):
+        findings = [f for f in findings if not f.code.startswith(SYNC_PREFIX)]
     return _finish(findings, SourceText(text), path, select, ignore)
 
 

@@ -21,17 +21,24 @@ _LOGGING = re.compile(
     r"set_description|set_postfix|set_postfix_str|add_scalar|add_scalars|write)(_|$)"
 )
 # Functions and iterables that save or load a checkpoint (a state dict, parameters).
-_CHECKPOINT = re.compile(r"state_dict|checkpoint|ckpt|(^|_)sd($|_)|named_parameters|named_buffers")
+_CHECKPOINT = re.compile(
+    r"state_dict|checkpoint|ckpt|(^|_)sd(?![a-z0-9])|named_parameters|named_buffers"
+)
 
 
 def periodic_guard(node: ast.AST, ctx: Context, loop: ast.AST) -> ast.expr | None:
     """The ``if`` test between ``node`` and its loop that lets it run only every N iterations:
-    ``if step % n == 0:`` (alone or in an ``and``), ``if not step % n:``; None when it runs
-    every iteration as far as the code shows."""
+    ``if step % n == 0:`` (alone or in an ``and``), ``if not step % n:``, or an ``and`` whose
+    earlier operand is one (``step % n == 0 and x.isnan().any()``); None when it runs every
+    iteration as far as the code shows."""
     child, parent = node, ctx.parents.get(id(node))
     while parent is not None and parent is not loop:
         if isinstance(parent, ast.If) and child in parent.body and _is_modulo_test(parent.test):
             return parent.test
+        if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+            earlier = parent.values[: parent.values.index(child)] if child in parent.values else []
+            if any(_is_modulo_test(v) for v in earlier):
+                return parent
         child, parent = parent, ctx.parents.get(id(parent))
     return None
 

@@ -203,6 +203,8 @@ class _SyncRule:
     def check(self, ctx: Context) -> Iterator[Match]:
         if not ctx.info.imports_torch:
             return  # `.numpy()` on a TensorFlow or NumPy value is not a device sync
+        if _traced_for_export(ctx):
+            return
         for hit in _in_loops(ctx):
             if _few_fixed_iterations(hit.loop):
                 continue
@@ -221,6 +223,21 @@ class _SyncRule:
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         raise NotImplementedError
+
+
+def _traced_for_export(ctx: Context) -> bool:
+    """A function that calls ``torch._check(...)`` is written to be traced (torch.export,
+    torch.compile): there ``.item()`` gives an unbacked SymInt the checks bound, and nothing
+    waits for a device at run time (torchtune's ``_export`` position embeddings)."""
+    if "_check" not in ctx.names:
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr.startswith("_check")
+        and is_module_ref(n.func.value, ctx.info)
+        for n in ctx.nodes
+    )
 
 
 def _few_fixed_iterations(loop: ast.AST) -> bool:
@@ -256,11 +273,17 @@ class ItemInLoop(_SyncRule):
                 "needs; profile the function to see whether it costs enough to restructure",
                 NEEDED,
             )
-        if _needed_elsewhere(call, ctx, hit.loop):
+        again = _read_again(call, ctx, hit.loop)
+        if again == NEEDED:
             return (
                 f"`.item()` reads a value the loop also reads (`{ctx.text(call)}`) to decide a "
                 "branch, so one sync per iteration is needed anyway; read it once and reuse the "
                 "Python value (one read instead of two)"
+            )
+        if again is not None:
+            return (
+                f"`.item()` reads a value the loop reads again (`{ctx.text(call)}`): two syncs "
+                "where one would do; read it once and reuse the Python value"
             )
         if feeds_logging(call, ctx, hit.loop):
             return (
@@ -284,18 +307,22 @@ class ItemInLoop(_SyncRule):
         )
 
 
-def _needed_elsewhere(call: ast.Call, ctx: Context, loop: ast.AST) -> bool:
-    """Another ``.item()`` of the same value in the loop decides a branch (``if token.item() in
-    stop: break`` ... ``out.append(token.item())``): the host reads the value every iteration
-    regardless, so the useful advice is to read it once."""
+def _read_again(call: ast.Call, ctx: Context, loop: ast.AST) -> str | None:
+    """Another ``.item()`` of the same value in the loop: NEEDED when that one decides a branch
+    (``if token.item() in stop: break`` ... ``out.append(token.item())``: the host reads the
+    value every iteration regardless), "again" otherwise (``math.exp(v.item())`` then
+    ``log(v.item())``); None when this is the only read. Either way: read it once."""
     receiver = ast.dump(call.func.value)  # type: ignore[attr-defined]
-    return any(
-        other is not call
+    others = [
+        other
+        for other in ast.walk(loop)
+        if other is not call
         and _method(other, {"item"}) is not None
         and ast.dump(other.func.value) == receiver  # type: ignore[attr-defined]
-        and host_needs(other, ctx, loop)
-        for other in ast.walk(loop)
-    )
+    ]
+    if not others:
+        return None
+    return NEEDED if any(host_needs(o, ctx, loop) for o in others) else "again"
 
 
 def _how_often(ctx: Context, guard: ast.expr | None) -> str:
