@@ -1,6 +1,6 @@
 """Where a value lives and what the host does with it, as far as the source shows.
 
-The sync rules (TRN101-TRN105) are only right about values on the device: ``.item()`` of a tensor
+The sync rules (TRN101-TRN106) are only right about values on the device: ``.item()`` of a tensor
 already on the host is no sync, ``torch.tensor(x)`` without a device is no host-to-device copy,
 ``.to(dtype)`` is a cast. Measured on diffusers and timm (docs/rules.md), most false findings were
 values visibly on the host or calls that only look like transfers. These helpers answer, from the

@@ -1,4 +1,4 @@
-"""TRN101-TRN105: host-device synchronisation and transfers inside loops.
+"""TRN101-TRN106: host-device synchronisation and transfers inside loops.
 
 On an accelerator every ``.item()``, ``.cpu()``, ``.tolist()`` or ``.numpy()`` waits for all
 queued device work and copies back to the host; inside a training loop that serialises host and
