@@ -186,7 +186,8 @@ def test_statistics_count_findings_per_rule(tmp_path: Path, capsys) -> None:
         "1\tTRN101\t[ ] item-in-loop",
         "1\tTRN102\t[ ] host-copy-in-loop",
     ]
-    assert main(["check", str(tmp_path), "--statistics", "--select", "TRN1", "--ignore", "TRN102"])
+    selected = ["--statistics", "--select", "TRN1", "--ignore", "TRN102"]
+    assert main(["check", str(tmp_path), *selected]) == 0  # information only: shown, not failed
     assert capsys.readouterr().out.splitlines() == ["1\tTRN101\t[ ] item-in-loop"]
     main(["check", str(tmp_path), "--statistics", "--format", "json"])
     rows = json.loads(capsys.readouterr().out)
@@ -202,3 +203,40 @@ def test_information_is_a_notice_in_github_and_a_note_in_sarif(tmp_path: Path, c
     main(["check", str(tmp_path), "--format", "sarif"])
     results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
     assert {r["level"] for r in results} == {"note"}
+
+
+HINT_ONLY = (
+    "import torch\n\n\n"
+    "def f(xs, n):\n    for i, x in enumerate(xs):\n"
+    "        if i % n == 0:\n            g(x.cpu())\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "exits"),
+    [
+        (None, {"naive": 1, "info": 0, "hint": 0}),
+        ("warning", {"naive": 1, "info": 0, "hint": 0}),
+        ("info", {"naive": 1, "info": 1, "hint": 0}),
+        ("hint", {"naive": 1, "info": 1, "hint": 1}),
+        ("error", {"naive": 0, "info": 0, "hint": 0}),
+        ("never", {"naive": 0, "info": 0, "hint": 0}),
+    ],
+)
+def test_fail_on_sets_the_severity_that_exits_1(tmp_path: Path, capsys, fail_on, exits) -> None:
+    """Warnings and above fail by default; information (a sync hazard) and hints (a sync the
+    code needs, or one that runs every N steps) are shown without failing, unless asked."""
+    files = {"naive": NAIVE, "info": SYNCS, "hint": HINT_ONLY}
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    option = [] if fail_on is None else ["--fail-on", fail_on]
+    got = {name: main(["check", str(tmp_path / f"{name}.py"), *option]) for name in files}
+    assert got == exits
+    out = capsys.readouterr().out
+    assert "TRN102" in out and "every N iterations" in out  # shown even when not failing
+
+
+def test_fail_on_rejects_an_unknown_level(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.py").write_text(NAIVE)
+    assert main(["check", str(tmp_path), "--fail-on", "loud"]) == 2
+    assert "--fail-on" in capsys.readouterr().err

@@ -73,7 +73,7 @@ def test_comprehensions_and_while_loops_and_module_level_scripts() -> None:
         "    vals = [t.item() for t in ts]\n"
         "    i = 0\n"
         "    while i < 3:\n"
-        "        ts[i].cpu()\n"
+        "        y = ts[i].cpu()\n"
         "        i += 1\n"
         "for t in range(3):\n"
         "    print(torch.randn(2).sum())\n"

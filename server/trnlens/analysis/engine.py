@@ -28,9 +28,13 @@ from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
 from trnlens.analysis.hostfacts import HostFacts, host_facts
 from trnlens.analysis.model import Finding, Location
 from trnlens.analysis.patterns import ModuleInfo, module_info
-from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Rule
+from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Match, Rule
+from trnlens.analysis.rules.stated import stated_reason
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
+from trnlens.analysis.testfiles import is_test_path
+
+SYNC_PREFIX = "TRN1"  # the host-device sync rules: not reported in test code (analysis.testfiles)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +134,8 @@ def analyse_source(
     if not info.imports_torch:
         for f in findings:
             add_missing_import(f, import_row)
+    if is_test_path(path):
+        findings = [f for f in findings if not f.code.startswith(SYNC_PREFIX)]
     return _finish(findings, SourceText(text), path, select, ignore)
 
 
@@ -327,14 +333,18 @@ def _contexts(src: SourceText, info: ModuleInfo, body: list[ast.stmt]) -> Iterat
 
 
 def _scope(
-    src: SourceText, info: ModuleInfo, body: Sequence[ast.stmt], prefix: str
+    src: SourceText,
+    info: ModuleInfo,
+    body: Sequence[ast.stmt],
+    prefix: str,
+    owner: ast.ClassDef | None = None,
 ) -> Iterator[Context]:
     for node in _defs(body):
         if isinstance(node, ast.ClassDef):
-            yield from _scope(src, info, node.body, f"{prefix}{node.name}.")
+            yield from _scope(src, info, node.body, f"{prefix}{node.name}.", node)
             continue
         qualname = f"{prefix}{node.name}"
-        yield Context(src, info, node.body, node, qualname, _params(node.args))
+        yield Context(src, info, node.body, node, qualname, _params(node.args), owner)
         yield from _scope(src, info, node.body, f"{qualname}.<locals>.")
 
 
@@ -359,7 +369,7 @@ def _params(args: ast.arguments) -> list[str]:
 
 
 # Rules about ops a compiler would fuse; host-device sync hazards (TRN1xx) stay relevant.
-FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"})
+FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006", "TRN007"})
 _compiled = is_compiled  # decorated with torch.compile (rules/graphbreaks.py)
 
 
@@ -437,6 +447,8 @@ def _run(ctx: Context) -> Iterator[Finding]:
             continue  # torch.compile already fuses this function's ops into one graph
         try:
             matches = list(rule.check(ctx))
+            if rule.code in FUSION_CODES:
+                matches = [_unfixed_where_a_reason_is_given(ctx, m) for m in matches]
             found = [to_finding(ctx, match, "") for match in matches]
             severity = getattr(rule, "severity", None)  # hints (graph-break rules) say so
             for finding in found:
@@ -445,6 +457,19 @@ def _run(ctx: Context) -> Iterator[Finding]:
             log.warning("%s skipped in %s (too deeply nested)", rule.code, ctx.qualname)
             continue
         yield from found
+
+
+def _unfixed_where_a_reason_is_given(ctx: Context, match: Match) -> Match:
+    """A hand-written form whose comment or docstring says why (rules/stated.py): still
+    reported, without the fix that would undo the authors' reason."""
+    if not match.replacements:
+        return match
+    reason = stated_reason(ctx, match.code)
+    if reason is None:
+        return match
+    match.replacements, match.candidates, match.fix_message = [], [], None
+    match.message += f'; no fix offered: the code says why it is written out ("{reason}")'
+    return match
 
 
 def _finish(

@@ -17,7 +17,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check",
         help="find costly PyTorch patterns (naive RMSNorm, host syncs in loops...) statically",
-        description="Analyse Python files without running them. Exit 1 when findings remain.",
+        description=(
+            "Analyse Python files without running them. Exit 1 when findings at or above "
+            "--fail-on remain (by default warnings and errors: information and hints are shown "
+            "but do not fail the run)."
+        ),
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     parser.add_argument(
@@ -40,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
     parser.add_argument(
+        "--fail-on",
+        choices=[*SEVERITY_RANK, "never"],
+        default="warning",
+        help="exit 1 when a finding of this severity or above remains (default: warning; "
+        "`hint` fails on any finding, `never` only on usage errors)",
+    )
+    parser.add_argument(
         "--jobs",
         "-j",
         type=_positive,
@@ -54,6 +65,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "each file's content, trnlens's version and the selected rules)",
     )
     parser.set_defaults(func=run)
+
+
+# Severities from the most to the least severe (a finding's ``severity``).
+SEVERITY_RANK = {"error": 3, "warning": 2, "info": 1, "hint": 0}
+
+
+def fails(findings: list, fail_on: str) -> bool:
+    """Whether a finding at or above ``fail_on`` remains."""
+    if fail_on == "never":
+        return False
+    floor = SEVERITY_RANK[fail_on]
+    return any(SEVERITY_RANK.get(f.severity, SEVERITY_RANK["error"]) >= floor for f in findings)
 
 
 def _positive(value: str) -> int:
@@ -95,4 +118,4 @@ def run(args: argparse.Namespace) -> int:
         if args.fix:
             summary += f" remaining, {fixed} fixed"
         print(f"{summary} in {len(files)} file{'s' if len(files) != 1 else ''}.", file=sys.stderr)
-    return exitcodes.FINDINGS if findings else exitcodes.OK
+    return exitcodes.FINDINGS if fails(findings, args.fail_on) else exitcodes.OK

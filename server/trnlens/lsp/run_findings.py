@@ -163,7 +163,7 @@ def _line_range(text: str, line: int) -> types.Range:
 
 
 # Static rules that claim unfused code: several dispatches where one fused op would do.
-UNFUSED_RULES = ("TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006")
+UNFUSED_RULES = ("TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006", "TRN007")
 
 
 def static_verdict(doc: ProfiledDocument, code: str, first: int, last: int, dispatches) -> str:

@@ -7,6 +7,7 @@ from trnlens.analysis.rules.attention import AttentionRule
 from trnlens.analysis.rules.base import Context, Match, Rule
 from trnlens.analysis.rules.graphbreaks import GRAPH_BREAK_RULES
 from trnlens.analysis.rules.layernorm import LayerNormRule
+from trnlens.analysis.rules.logsoftmax import LogSoftmaxRule
 from trnlens.analysis.rules.rmsnorm import RMSNormRule
 from trnlens.analysis.rules.softmax import SoftmaxRule
 from trnlens.analysis.rules.sync import SYNC_RULES
@@ -18,6 +19,7 @@ ALL_RULES: tuple[Rule, ...] = (
     GeluRule(),
     SiluRule(),
     AttentionRule(),
+    LogSoftmaxRule(),
     *SYNC_RULES,
     *GRAPH_BREAK_RULES,
 )

@@ -51,6 +51,7 @@ class Context:
     func: FunctionNode | None = None
     qualname: str | None = None
     params: list[str] = field(default_factory=list)
+    owner: ast.ClassDef | None = None  # the class a method belongs to (its docstring is read)
     # What a rule computed about this context and others may reuse (rules/sync.py's loops).
     memo: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -1,6 +1,6 @@
 """Where a value lives and what the host does with it, as far as the source shows.
 
-The sync rules (TRN101-TRN105) are only right about values on the device: ``.item()`` of a tensor
+The sync rules (TRN101-TRN106) are only right about values on the device: ``.item()`` of a tensor
 already on the host is no sync, ``torch.tensor(x)`` without a device is no host-to-device copy,
 ``.to(dtype)`` is a cast. Measured on diffusers and timm (docs/rules.md), most false findings were
 values visibly on the host or calls that only look like transfers. These helpers answer, from the
@@ -73,6 +73,21 @@ SAME_PLACE = frozenset(
         "abs",
         "prod",
         "expand",
+        # Reordering, selecting and counting keep a host tensor on the host too.
+        "sort",
+        "argsort",
+        "topk",
+        "flip",
+        "roll",
+        "cumsum",
+        "index_select",
+        "gather",
+        "masked_select",
+        "unique",
+        "nonzero",
+        "repeat",
+        "clamp",
+        "round",
     }
 )
 # Calls whose arguments are sizes or indices: the host must know them.
@@ -172,6 +187,9 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
         placed = factory_device(node, ctx)
         if placed is not None:
             return placed == "host"
+        if attr in SAME_PLACE and is_module_ref(node.func.value, ctx.info):
+            # `torch.argsort(order_cpu)`: the function form of a method that keeps the place.
+            return bool(node.args) and on_host(node.args[0], ctx, depth + 1)
         if attr in SAME_PLACE or attr in {"to", "pop", "get"}:
             return on_host(node.func.value, ctx, depth)  # `state_dict.pop(k)`: an element
     if isinstance(node, ast.Call):
@@ -197,8 +215,9 @@ def on_host(node: ast.AST, ctx: Context, depth: int = 0) -> bool:
                 return True  # `self.sigmas = sigmas.to("cpu")` (or `self.init_sigmas()`) above
         return "cpu" in node.attr.lower().split("_")
     if isinstance(node, ast.Name):
-        if "cpu" in node.id.lower().split("_") or "state_dict" in node.id:
-            return True  # `timesteps_cpu`; a checkpoint's state dict is loaded on the host
+        words = node.id.lower().split("_")
+        if "cpu" in words or "state_dict" in node.id or words[-1] == "sd":
+            return True  # `timesteps_cpu`; a checkpoint's state dict (`sds_sd`) is on the host
         reaching = reaching_value(ctx, node)
         values = [reaching] if reaching is not None else assigned_values(ctx, node.id)
         return bool(values) and all(on_host(v, ctx, depth + 1) for v in values)

@@ -50,6 +50,9 @@ class MeanSquare:
 
     squared: ast.expr  # x as written inside the square
     eps: ast.expr
+    # The dim when it is held in an attribute (``mean(self.dim, ...)``) rather than visibly the
+    # last: the pattern is still RMSNorm, but rms_norm's shape-based fix may not apply.
+    dim: ast.expr | None = None
 
 
 def match_mean_square_plus_eps(ctx: Context, node: ast.expr, parts: Parts) -> MeanSquare | None:
@@ -61,19 +64,24 @@ def match_mean_square_plus_eps(ctx: Context, node: ast.expr, parts: Parts) -> Me
         if not is_scalar_expr(eps):
             continue
         trial = Parts()
-        squared = _mean_of_square(ctx, mean_side, trial)
-        if squared is not None:
+        found = _mean_of_square(ctx, mean_side, trial)
+        if found is not None:
             parts.ops.extend([*trial.ops, radicand])
             parts.defs.extend(trial.defs)
-            return MeanSquare(squared, eps)
+            return MeanSquare(found[0], eps, found[1])
     return None
 
 
-def _mean_of_square(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | None:
+def _mean_of_square(
+    ctx: Context, node: ast.expr, parts: Parts
+) -> tuple[ast.expr, ast.expr | None] | None:
+    """The squared operand, and the dim when an attribute holds it (None: the last dim)."""
     mean = op_call(parts.follow(ctx, node), {"mean"}, ctx.info)
     if mean is None or mean.operand is None:
         return None
-    if not (is_last_dim(mean.arg(0, "dim")) and is_true(mean.arg(1, "keepdim"))):
+    dim = mean.arg(0, "dim")
+    held = dim if isinstance(dim, ast.Attribute) else None
+    if not ((held is not None or is_last_dim(dim)) and is_true(mean.arg(1, "keepdim"))):
         return None
     if len(mean.args) + len(mean.keywords) != 2:  # a dtype= or out= changes the result
         return None
@@ -81,7 +89,7 @@ def _mean_of_square(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | No
     if squared is None:
         return None
     parts.ops.append(mean.node)
-    return squared
+    return squared, held
 
 
 def _square_operand(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | None:
@@ -256,6 +264,13 @@ class RMSNormRule:
             ops=list(parts.ops),
             candidates=list(parts.defs),
         )
+        held = core.mean_square.dim
+        if held is not None:
+            match.message += (
+                f", over the dim held in `{ctx.text(held)}`; no fix offered: torch.rms_norm "
+                "normalises the last dims, and the code does not show which dim that is"
+            )
+            return match
         root = strip_upcasts(tensor, ctx.info)
         if not is_pure_ref(root):
             return match  # the shape would need the tensor evaluated twice: no fix offered

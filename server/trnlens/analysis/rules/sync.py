@@ -1,4 +1,4 @@
-"""TRN101-TRN105: host-device synchronisation and transfers inside loops.
+"""TRN101-TRN106: host-device synchronisation and transfers inside loops.
 
 On an accelerator every ``.item()``, ``.cpu()``, ``.tolist()`` or ``.numpy()`` waits for all
 queued device work and copies back to the host; inside a training loop that serialises host and
@@ -23,11 +23,19 @@ from functools import lru_cache
 
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
 from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.cadence import (
+    feeds_logging,
+    for_checkpoint,
+    periodic_guard,
+    said_to_offload,
+)
 from trnlens.analysis.rules.devices import (
     SAME_PLACE,
+    assigned_values,
     device_target,
     factory_device,
     host_needs,
+    names_cpu,
     on_device,
     on_host,
 )
@@ -37,6 +45,8 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 # The claim of a sync whose value the host needs (reported as a hint, not a hazard).
 NEEDED = "needed"
+# The claim of a sync that runs every N iterations (under `if step % n == 0:`): a hint.
+PERIODIC = "periodic"
 # Reductions whose result printed is a tensor (printing it syncs and copies it to the host).
 _TENSOR_METHODS = frozenset({"sum", "mean", "max", "min", "norm", "std", "var", "abs", "detach"})
 
@@ -70,6 +80,8 @@ _LOOP_TYPES = frozenset(_LOOPS + _COMPREHENSIONS)
 
 def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
 
+    heads: set[int] = set()  # comprehension heads, visited with the code around them
+
     def visit(
         node: ast.AST,
         loop: ast.AST | None,
@@ -77,8 +89,16 @@ def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
         outer: tuple[ast.AST, frozenset[str]] | None = None,
     ) -> Iterator[_InLoop]:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, _SCOPES):
+            if isinstance(child, _SCOPES) or id(child) in heads:
                 continue
+            if isinstance(child, _COMPREHENSIONS):
+                # The outermost iterable of a comprehension is evaluated once, where the
+                # comprehension stands (as the iterable of a `for` is): not per element.
+                head = child.generators[0].iter
+                heads.add(id(head))
+                if loop is not None:
+                    yield _InLoop(head, loop, stored)
+                yield from visit(head, loop, stored, outer=outer)
             if _is_loop_header(child, node):
                 # The iterable is evaluated once per run of this loop: it belongs to the loop
                 # around it (if any), not to this one.
@@ -183,7 +203,11 @@ class _SyncRule:
     def check(self, ctx: Context) -> Iterator[Match]:
         if not ctx.info.imports_torch:
             return  # `.numpy()` on a TensorFlow or NumPy value is not a device sync
+        if _traced_for_export(ctx):
+            return
         for hit in _in_loops(ctx):
+            if _few_fixed_iterations(hit.loop):
+                continue
             said = self.message(ctx, hit)
             if said is None:
                 continue
@@ -193,12 +217,38 @@ class _SyncRule:
                 message=message,
                 node=hit.node,
                 ops=[hit.node],
-                severity="hint" if claim == NEEDED else "info",
+                severity="hint" if claim in {NEEDED, PERIODIC} else "info",
                 claim=claim,
             )
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         raise NotImplementedError
+
+
+def _traced_for_export(ctx: Context) -> bool:
+    """A function that calls ``torch._check(...)`` is written to be traced (torch.export,
+    torch.compile): there ``.item()`` gives an unbacked SymInt the checks bound, and nothing
+    waits for a device at run time (torchtune's ``_export`` position embeddings)."""
+    if "_check" not in ctx.names:
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr.startswith("_check")
+        and is_module_ref(n.func.value, ctx.info)
+        for n in ctx.nodes
+    )
+
+
+def _few_fixed_iterations(loop: ast.AST) -> bool:
+    """``for data in [even, odd]:``: a loop over a literal list of a few values runs that many
+    times, not per step or per element of data; a sync there is not a per-iteration cost."""
+    return (
+        isinstance(loop, ast.For | ast.AsyncFor)
+        and isinstance(loop.iter, ast.List | ast.Tuple)
+        and len(loop.iter.elts) <= 4
+        and not any(isinstance(e, ast.Starred) for e in loop.iter.elts)
+    )
 
 
 class ItemInLoop(_SyncRule):
@@ -214,12 +264,41 @@ class ItemInLoop(_SyncRule):
         call = _method(hit.node, {"item"})
         if call is None or on_host(call.func.value, ctx):  # type: ignore[attr-defined]
             return None  # `.item()` of a host tensor (`.cpu()`'s result...) is no device sync
+        guard = periodic_guard(call, ctx, hit.loop)
+        how_often = _how_often(ctx, guard)
         if host_needs(call, ctx, hit.loop):
             return (
-                "`.item()` in a loop waits for the device every iteration, and the code needs "
+                f"`.item()` in a loop waits for the device {how_often}, and the code needs "
                 "the value on the host (it decides a branch, a slice or a size): a sync the code "
                 "needs; profile the function to see whether it costs enough to restructure",
                 NEEDED,
+            )
+        again = _read_again(call, ctx, hit.loop)
+        if again == NEEDED:
+            return (
+                f"`.item()` reads a value the loop also reads (`{ctx.text(call)}`) to decide a "
+                "branch, so one sync per iteration is needed anyway; read it once and reuse the "
+                "Python value (one read instead of two)"
+            )
+        if again is not None:
+            return (
+                f"`.item()` reads a value the loop reads again (`{ctx.text(call)}`): two syncs "
+                "where one would do; read it once and reuse the Python value"
+            )
+        if feeds_logging(call, ctx, hit.loop):
+            return (
+                f"`.item()` reads a value for logging or a progress bar {how_often}: a "
+                "device sync each time; read it only on the steps that log it (`if step % "
+                "log_every == 0:`), gather the values into one tensor and copy them once, or "
+                "start a non-blocking copy (`x.detach().to('cpu', non_blocking=True)`) and "
+                "read it a step later",
+                PERIODIC if guard is not None else None,
+            )
+        if guard is not None:
+            return (
+                f"`.item()` waits for the device and copies to the host {how_often}; cheap "
+                "when N is large, otherwise accumulate on the device and read it less often",
+                PERIODIC,
             )
         return (
             "`.item()` in a loop waits for the device and copies to the host every iteration; "
@@ -228,28 +307,90 @@ class ItemInLoop(_SyncRule):
         )
 
 
+def _read_again(call: ast.Call, ctx: Context, loop: ast.AST) -> str | None:
+    """Another ``.item()`` of the same value in the loop: NEEDED when that one decides a branch
+    (``if token.item() in stop: break`` ... ``out.append(token.item())``: the host reads the
+    value every iteration regardless), "again" otherwise (``math.exp(v.item())`` then
+    ``log(v.item())``); None when this is the only read. Either way: read it once."""
+    receiver = ast.dump(call.func.value)  # type: ignore[attr-defined]
+    others = [
+        other
+        for other in ast.walk(loop)
+        if other is not call
+        and _method(other, {"item"}) is not None
+        and ast.dump(other.func.value) == receiver  # type: ignore[attr-defined]
+    ]
+    if not others:
+        return None
+    return NEEDED if any(host_needs(o, ctx, loop) for o in others) else "again"
+
+
+def _how_often(ctx: Context, guard: ast.expr | None) -> str:
+    if guard is None:
+        return "every iteration"
+    return f"every N iterations (under `if {' '.join(ctx.text(guard).split())}:`)"
+
+
 class CopyToHostInLoop(_SyncRule):
     def __init__(self) -> None:
         super().__init__(
             "TRN102",
             "host-copy-in-loop",
             "`.cpu()` / `.numpy()` / `.tolist()` in a loop: a sync and a copy per iteration",
-            frozenset({"cpu", "numpy", "tolist"}),
+            frozenset({"cpu", "numpy", "tolist", "to"}),
         )
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
-        call = _method(hit.node, {"cpu", "numpy", "tolist"})
+        call = _method(hit.node, {"cpu", "numpy", "tolist"}) or _to_host(hit.node)
         if call is None:
             return None
         if on_host(call.func.value, ctx):  # type: ignore[attr-defined]
             return None  # `.cpu().permute(...).numpy()`: reported once, on the `.cpu()`
-        if _copies_each_element(call, hit):
-            return None
-        name = call.func.attr  # type: ignore[attr-defined]
+        if _copies_each_element(call, hit) or for_checkpoint(call, ctx, hit.loop):
+            return None  # a checkpoint saved or loaded: each tensor copied once, kept
+        if _result_discarded(call, ctx) or said_to_offload(call, ctx):
+            return None  # `component.to("cpu")`: a module moved; `# offload to cpu`: on purpose
+        spelled = _spelled(ctx, call)
+        guard = periodic_guard(call, ctx, hit.loop)
+        if guard is not None:
+            return (
+                f"`{spelled}` synchronises with the device and copies to the host "
+                f"{_how_often(ctx, guard)}, not every iteration; cheap when N is large",
+                PERIODIC,
+            )
         return (
-            f"`.{name}()` in a loop synchronises with the device and copies to the host every "
+            f"`{spelled}` in a loop synchronises with the device and copies to the host every "
             "iteration; collect results on the device and copy once after the loop"
         )
+
+
+def _result_discarded(call: ast.Call, ctx: Context) -> bool:
+    """``component.to("cpu")`` as a statement: a tensor's copy would be lost, so the receiver is
+    a module moving its parameters (an offload), not a tensor read by the host."""
+    moves = call.func.attr in {"to", "cpu"}  # type: ignore[attr-defined]
+    return moves and isinstance(ctx.parents.get(id(call)), ast.Expr)
+
+
+def _spelled(ctx: Context, call: ast.Call) -> str:
+    """``.cpu()``, ``.to("cpu")``: the copying method as written, without its receiver."""
+    args = [ctx.text(a) for a in call.args]
+    args += [f"{k.arg}={ctx.text(k.value)}" for k in call.keywords]
+    return f".{call.func.attr}({', '.join(args)})"  # type: ignore[attr-defined]
+
+
+def _to_host(node: ast.AST) -> ast.Call | None:
+    """``.to("cpu")``, ``.to(torch.device("cpu"))``, ``.to(device="cpu")``: a device-to-host copy
+    spelled as a move (``non_blocking=True`` aside: that copy does not wait)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    if node.func.attr != "to" or any(
+        k.arg == "non_blocking" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+        for k in node.keywords
+    ):
+        return None
+    device = next((k.value for k in node.keywords if k.arg == "device"), None)
+    target = device if device is not None else (node.args[0] if node.args else None)
+    return node if names_cpu(target) else None
 
 
 def _copies_each_element(call: ast.Call, hit: _InLoop) -> bool:
@@ -332,6 +473,8 @@ class TensorFromHostInLoop(_SyncRule):
             return None
         if _runs_once(node, ctx, hit):
             return None
+        if _each_device_in_turn(node, ctx, hit):
+            return None
         args = [*node.args, *(k.value for k in node.keywords)]
         invariant = not any(hit.changes(n) for arg in args for n in _free_names(arg, ctx))
         if invariant:
@@ -343,6 +486,17 @@ class TensorFromHostInLoop(_SyncRule):
             f"`torch.{call.name}(...)` in a loop copies host data to the device every iteration; "
             "keep the data on the device, or batch the copies"
         )
+
+
+def _each_device_in_turn(node: ast.Call, ctx: Context, hit: _InLoop) -> bool:
+    """``for i in range(n): torch.tensor(0, device=torch.device("npu", i))``: the device is the
+    loop's own variable, so each iteration makes one tensor on another device (initialising
+    it): nothing repeats. ``device=x.device`` names the device of a value, the same each time."""
+    device = next((k.value for k in node.keywords if k.arg == "device"), None)
+    if device is None or isinstance(device, ast.Attribute) or not isinstance(hit.loop, ast.For):
+        return False
+    targets = {n.id for n in ast.walk(hit.loop.target) if isinstance(n, ast.Name)}
+    return any(n in targets for n in _free_names(device, ctx))
 
 
 def _moved_to_device(node: ast.expr, ctx: Context) -> bool:
@@ -431,10 +585,135 @@ def _stored_source(receiver: ast.expr, ctx: Context) -> ast.expr | None:
     return None
 
 
+# Tensor methods whose result, tested for truth, is a one-element tensor read by the host.
+_BOOL_REDUCTIONS = frozenset({"any", "all"})
+# Elementwise tests and reductions: a tensor when their receiver is one.
+_TENSOR_RESULTS = _BOOL_REDUCTIONS | {
+    "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_and",
+    "logical_or", "logical_not", "sum", "max", "min", "amax", "amin", "count_nonzero",
+}  # fmt: skip
+# torch functions that do not return a tensor (or return a Python value already).
+_NOT_TENSORS = frozenset(
+    {
+        "is_tensor",
+        "is_floating_point",
+        "is_complex",
+        "numel",
+        "equal",
+        "allclose",
+        "is_grad_enabled",
+    }
+)
+
+
+class ImplicitBoolInLoop(_SyncRule):
+    def __init__(self) -> None:
+        super().__init__(
+            "TRN106",
+            "implicit-bool-sync-in-loop",
+            "`if t.any():` / `while m.all():` / `bool(t)` in a loop: an implicit sync each time",
+            frozenset({"any", "all", "bool"}),
+        )
+
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+        node = hit.node
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "bool"
+        ):
+            if len(node.args) != 1 or not _device_tensor(node.args[0], ctx):
+                return None
+            spelled = ctx.text(node)
+        elif _is_truth_test(node, ctx):
+            if isinstance(node, ast.Name):
+                values = assigned_values(ctx, node.id)
+                if not values or not all(_device_tensor(v, ctx, names=False) for v in values):
+                    return None
+            elif not _device_tensor(node, ctx, names=False):
+                return None
+            spelled = ctx.text(node)
+        else:
+            return None
+        how_often = _how_often(ctx, periodic_guard(node, ctx, hit.loop))
+        return (
+            f"`{spelled}` tested for truth turns a device tensor into a Python bool: an implicit "
+            f"sync (as `.item()`) {how_often}, which the code needs to decide what to do next; "
+            "test it every N iterations, copy what it tests to the host once before the loop "
+            "when that is known in advance, or keep the decision on the device (`torch.where`, "
+            "a mask) where the loop can go on without it",
+            NEEDED,
+        )
+
+
+def _is_truth_test(node: ast.AST, ctx: Context) -> bool:
+    """``node`` is what an ``if``/``while``/conditional expression/``assert`` tests, or an operand
+    of ``not``/``and``/``or`` there."""
+    parent = ctx.parents.get(id(node))
+    while isinstance(parent, ast.BoolOp) or (
+        isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+    ):
+        node, parent = parent, ctx.parents.get(id(parent))
+    if isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert) and node is parent.test:
+        return True
+    return isinstance(parent, ast.comprehension) and node in parent.ifs
+
+
+def _device_tensor(node: ast.expr, ctx: Context, names: bool = True, depth: int = 0) -> bool:
+    """Visibly a tensor not visibly on the host: ``t.any()``, ``torch.all(t)``, ``(a == b).all()``,
+    a name assigned only such values. Unknown values are not tensors here."""
+    if depth > 2 or on_host(node, ctx):
+        return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if is_module_ref(node.func.value, ctx.info):
+            name = node.func.attr
+            if name in _NOT_TENSORS or name.startswith("is_"):
+                return False
+            return not (node.args and _host_operand(node.args[0], ctx))
+        if node.func.attr in _BOOL_REDUCTIONS:
+            return not _host_operand(node.func.value, ctx)
+        if node.func.attr in _TENSOR_RESULTS:
+            return _device_tensor(node.func.value, ctx, True, depth + 1)
+        return False
+    if isinstance(node, ast.Name) and names:
+        values = assigned_values(ctx, node.id)
+        return bool(values) and all(_device_tensor(v, ctx, False, depth + 1) for v in values)
+    return False
+
+
+def _host_operand(node: ast.expr, ctx: Context, depth: int = 0) -> bool:
+    """Some operand the test reads is visibly on the host (a NumPy array, ``np.isnan(a)``, a
+    tensor made without a device): ``(mask[:, i] == 0).all()`` of ``mask = np.array(img)``,
+    ``torch.all(row >= n)`` of ``row = torch.zeros(n)``. Such a test is no device sync."""
+    if depth > 3:
+        return False
+    if on_host(node, ctx):
+        return True
+    if isinstance(node, ast.Compare):
+        return any(_host_operand(n, ctx, depth + 1) for n in [node.left, *node.comparators])
+    if isinstance(node, ast.BinOp):
+        return any(_host_operand(n, ctx, depth + 1) for n in (node.left, node.right))
+    if isinstance(node, ast.UnaryOp):
+        return _host_operand(node.operand, ctx, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _host_operand(node.value, ctx, depth + 1)
+    if isinstance(node, ast.Call):
+        name = dotted(node.func) or ""
+        if name.split(".")[0] in {"np", "numpy", "pd", "pandas"}:
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _TENSOR_RESULTS | SAME_PLACE:
+            return _host_operand(node.func.value, ctx, depth + 1)
+    if isinstance(node, ast.Name):
+        values = assigned_values(ctx, node.id)
+        return bool(values) and any(_host_operand(v, ctx, depth + 1) for v in values)
+    return False
+
+
 SYNC_RULES = (
     ItemInLoop(),
     CopyToHostInLoop(),
     PrintTensorInLoop(),
     TensorFromHostInLoop(),
     InvariantToDeviceInLoop(),
+    ImplicitBoolInLoop(),
 )
