@@ -17,6 +17,7 @@ from collections import defaultdict
 
 STEP_PREFIX = "ProfilerStep"
 LINE_LABEL = "trnlens.line:"
+COLLECTIVE_LABEL = "trnlens.collective:"  # collectives.py: bookkeeping, not work
 COMPILED_REGION = "Torch-Compiled Region"
 COMPILED_GRAPH = "## Call CompiledFxGraph"
 
@@ -45,7 +46,7 @@ def is_host(event) -> bool:
 
 def is_bookkeeping(event) -> bool:
     """Events trnlens or the profiler made, not work: steps and our own line labels."""
-    return is_step(event) or event.name.startswith(LINE_LABEL)
+    return is_step(event) or event.name.startswith((LINE_LABEL, COLLECTIVE_LABEL))
 
 
 def _ancestors(event):

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import collectives, patterns, stability
 from . import events as ev
-from . import patterns, stability
 from .lines import make_line_mode
 
 try:
@@ -85,11 +85,20 @@ class Measurement:
     warnings: list = field(default_factory=list)
     findings: list = field(default_factory=list)  # patterns.py, over the headline events
     launch: dict | None = None
+    # Multi-rank runs only: this rank's profiled steps and collective calls (collectives.py).
+    rank_timeline: dict | None = None
 
 
 class Measurer:
-    def __init__(self, torch, backend, context_factory, settings: Settings, progress, cancelled):
+    def __init__(
+        self, torch, backend, context_factory, settings: Settings, progress, cancelled,
+        lockstep=None,
+    ):  # fmt: skip
         self.torch = torch
+        # Multi-rank: agrees every decision that changes how many steps run, and separates the
+        # passes by barriers (distributed.Lockstep); None in a single process.
+        self.lockstep = lockstep
+        self.trace_start_ns: int | None = None
         self.backend = backend
         self.context = context_factory  # returns a fresh context manager (grad mode) per pass
         self.settings = settings
@@ -125,15 +134,23 @@ class Measurer:
         every step never settles; the figures then say so). Under the profiler, steps can
         fault again once it records (its buffers grow between the tensors): the profiled
         median leaves those steps out (``stability.profiled_summary``)."""
-        return (
+        settled = (
             self.calm_steps >= CALM_STEPS
             or extra >= self.settings.settle_steps
             or spent_us > self.settings.timing_budget_s * 1e6
         )
+        # Ranks settle together (every one settled, or the shared extra-step bound reached): a
+        # rank recording while another still settles would run a different number of steps.
+        return self.lockstep.all(settled) if self.lockstep else settled
+
+    def _phase(self, name: str) -> None:
+        if self.lockstep is not None:
+            self.lockstep.phase(name)
 
     def run(self, step, *, compiled: bool, out_dir: str, project) -> Measurement:
         m = Measurement()
         s = self.settings
+        self._phase("warm-up")
         with self.context():
             if self.backend.name == "neuron":
                 # Eager Neuron compiles a NEFF per op on first use: minutes, not a hang.
@@ -147,12 +164,15 @@ class Measurer:
                 self._check()
                 self._one_step(step)
         self.progress("measuring", f"{s.steps} profiled steps")
+        self._phase("measuring")
         shapes_later = s.lines and not compiled  # the lines pass records them
         events, wall = self._profiled(step, out_dir, record_shapes=not shapes_later)
         steps = max(len(ev.step_events(events)), 1)
         m.profiled_timing = stability.profiled_summary(wall, self.profiled_faults)
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
+        if self.lockstep is not None:
+            m.rank_timeline = collectives.timeline(host_events, self.trace_start_ns)
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
         step_cpu = [e.cpu_time_total for e in ev.step_events(events)]
         m.cpu_time_per_step_us = statistics.median(step_cpu) if step_cpu else 0.0
@@ -177,6 +197,7 @@ class Measurer:
         sites: dict = {}
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
+            self._phase("lines")
             (m.lines, host_peak, line_warnings, m.dispatch_sites, m.dispatch_shapes, shapes) = (
                 self._lines(step, project, events)
             )
@@ -197,6 +218,7 @@ class Measurer:
             m.peak_memory_bytes = self._device_peak(step)
         if s.timing:
             self.progress("timing", f"up to {s.repeats} synchronised calls")
+            self._phase("timing")
             m.timing = self._timing(step)
         threads = self.torch.get_num_threads() if self.backend.time_basis == "cpu" else None
         m.stability, notes = stability.assess(
@@ -245,6 +267,10 @@ class Measurer:
         def ready(prof):
             backend.on_trace_ready(prof)
             collected["events"] = list(prof.events())
+            try:  # wall-clock ns of the profiler's time origin: puts ranks on one axis
+                self.trace_start_ns = prof.profiler.kineto_results.trace_start_ns()
+            except AttributeError:
+                self.trace_start_ns = None
             if record_shapes:  # else the lines pass, which records shapes, runs the matcher
                 self.torch_found, warnings = patterns.torch_matches(prof, torch, backend.name)
                 self.pattern_warnings = warnings
@@ -373,7 +399,10 @@ class Measurer:
                 self._check()
                 samples.append(self._one_step(step))
                 faults.append(self.last_faults)
-                if len(samples) >= 5 and time.perf_counter() > deadline:
+                spent = len(samples) >= 5 and time.perf_counter() > deadline
+                if self.lockstep is not None and len(samples) >= 5:
+                    spent = self.lockstep.any(spent)  # every rank stops at the same call
+                if spent:
                     break
         return {
             "median_us": statistics.median(samples),

@@ -27,9 +27,11 @@ import json
 import threading
 from typing import IO, Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# 3: optional multi-rank fields (world_size, ranks, slowest_rank, rank_spread, collectives,
+#    stragglers, alignment, rank_timelines, dist_backend, nproc_per_node); error.rank.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 AGENT_VERSION = "0.1.0"
 
 PHASES = (

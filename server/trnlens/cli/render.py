@@ -7,6 +7,7 @@ from pathlib import Path
 from trnlens import units
 from trnlens.cli.render_compile import comparison_lines, compile_lines
 from trnlens.cli.render_findings import findings_lines, mode_lines
+from trnlens.cli.render_ranks import ranks_lines
 from trnlens.results import Result
 
 
@@ -104,6 +105,7 @@ def render_result(data: dict, root: Path | None = None, store_dir: Path | None =
     if (data.get("stability") or {}).get("noisy"):
         out.append("  these figures are NOT stable: see the warnings below for why and what to do")
     out.append(f"  {data['warmup']} warm-up steps, {data['steps']} profiled steps")
+    out.extend(ranks_lines(data, table))
     out.append("")
     out.append("Ops (per step)")
     device_columns = r.time_basis != "cpu"
