@@ -23,7 +23,14 @@ def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait_in_all_reduc
     assert result["world_size"] == nproc and result["dist_backend"] == "gloo"
     assert [row["rank"] for row in result["ranks"]] == list(range(nproc))
     assert result["slowest_rank"] == last
-    assert result["stragglers"]["ranking"][0] == last
+    strag = result["stragglers"]
+    assert strag["collective"]["name"] == "all_reduce"
+    # HTA's late start assumes the collective ends together everywhere: on a busy machine with
+    # more ranks than cores it may not (then the result says so); with 2 ranks it did here.
+    if strag["trusted"]:
+        assert strag["ranking"][0] == last
+    else:
+        assert any("not to be trusted" in w for w in result["warnings"])
     rows = {row["rank"]: row for row in result["ranks"]}
     for rank in range(last):
         assert rows[rank]["collective_wait_per_step_us"] > rows[last]["collective_wait_per_step_us"]

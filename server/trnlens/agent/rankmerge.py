@@ -47,8 +47,17 @@ def merge(run_id: str, ranks: list[dict]) -> dict:
     base["alignment"] = _alignment(ranks)
     base["rank_timelines"] = _aligned(ranks, base["alignment"])
     warnings = list(base.get("warnings") or [])
-    ranking = base["stragglers"].get("ranking") or []
-    if ranking and base["slowest_rank"] is not None and ranking[0] != base["slowest_rank"]:
+    strag = base["stragglers"]
+    ranking = strag.get("ranking") or []
+    if ranking and not strag.get("trusted"):
+        warnings.append(
+            f"the straggler ranking (HTA's late start of {strag['collective']['name']}) is not "
+            f"to be trusted here: the ranks ended that collective up to "
+            f"{strag['end_spread_us'] / 1000:.1f} ms apart (median over steps), as far apart as "
+            "they started it; the method assumes they end together (ranks sharing too few "
+            "cores, or a busy machine, break that)"
+        )
+    elif ranking and base["slowest_rank"] is not None and ranking[0] != base["slowest_rank"]:
         warnings.append(
             f"the straggler ranking (late start, HTA) puts rank {ranking[0]} first but busy "
             f"time names rank {base['slowest_rank']}: the ranks differ less than the noise"
@@ -190,10 +199,13 @@ def stragglers(ranks: list[dict], calls: dict, steps: int) -> dict:
     offsets = {r["rank"]: _origin(r, _host0(ranks)) for r in ranks}
     late: dict = defaultdict(list)
     flagged: dict = defaultdict(int)
+    end_spreads = []
     for (_, name), by_rank in sorted(last.items()):
         if name != chosen:
             continue
         starts = {rank: offsets[rank] + c["start_us"] for rank, c in by_rank.items()}
+        ends = [offsets[rank] + c["start_us"] + c["dur_us"] for rank, c in by_rank.items()]
+        end_spreads.append(max(ends) - min(ends))
         first = min(starts.values())
         for rank, start in starts.items():
             late[rank].append(start - first)
@@ -207,12 +219,19 @@ def stragglers(ranks: list[dict], calls: dict, steps: int) -> dict:
     ranking = [p["rank"] for p in worst_first]
     sample = next(iter(v for (s, n), v in last.items() if n == chosen))
     any_call = next(iter(sample.values()))
+    # The method assumes a blocking collective ends at about the same time on every rank; ranks
+    # that share too few cores end it milliseconds apart (seen: 4 ranks on 2 busy cores), and
+    # then the start order says little.
+    end_spread = statistics.median(end_spreads)
+    worst_late = max(p["late_start_us"] for p in per_rank)
     return {
         "method": method,
         "collective": {"name": chosen, "path": any_call.get("path"), "line": any_call.get("line")},
         "steps": sum(1 for (s, n) in last if n == chosen),
         "ranking": ranking,
         "per_rank": per_rank,
+        "end_spread_us": end_spread,
+        "trusted": end_spread < worst_late / 2,
     }
 
 
