@@ -24,7 +24,7 @@ from trnlens.report.trace import MAX_EVENTS
 from trnlens.store import Store
 
 # Bumped when the page changes, so that reports written by an older trnlens are rebuilt.
-REPORT_VERSION = "1"
+REPORT_VERSION = "2"  # 2: the ranks section (multi-rank runs)
 
 
 class ReportError(ValueError):

@@ -12,7 +12,7 @@ import secrets
 from importlib import resources
 
 from trnlens.lsp import format as lsp_format
-from trnlens.report import escape, svg
+from trnlens.report import escape, ranks, svg
 from trnlens.report.model import ReportModel, RunView
 from trnlens.results import Result
 from trnlens.units import duration
@@ -29,11 +29,14 @@ def render(model: ReportModel, generated_at: str) -> str:
     nonce = secrets.token_urlsafe(18)
     timelines = [v.timeline for v in model.runs if v.timeline is not None]
     timeline_svg, details = svg.timelines(timelines) if timelines else ("", [])
+    ranks_html, rank_details = ranks.section(model.runs[0].result, len(details))
+    details += rank_details
     body = [
         f"<header><h1>{E(model.title)}</h1>"
         f'<p class="muted">generated {E(generated_at)} by trnlens · one self-contained file, '
         "nothing loaded from the network</p></header>",
         _comparison(model) if model.comparison else _headline(model.runs[0]),
+        ranks_html,  # a multi-rank run: every rank on one axis (report/ranks.py)
         _timeline_section(model, timelines, timeline_svg),
     ]
     for view in model.runs:
