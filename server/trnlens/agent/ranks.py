@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from . import errors, rankmerge
+from . import errors, loader, rankmerge
 from .runner import new_run_id
 
 MAX_RANKS = 64
@@ -47,8 +47,10 @@ def run(request: dict, progress, cancelled) -> dict:
     run_id = new_run_id()
     work = os.path.join(staging, run_id)
     os.makedirs(work, exist_ok=True)
+    # Shipped files (a remote run) are written once here, not by N ranks at the same time.
+    loader.materialize(root, request.get("sources") or {}, prune=True)
     with open(os.path.join(work, "request.json"), "w", encoding="utf-8") as handle:
-        json.dump({**request, "type": "profile"}, handle)
+        json.dump({**request, "type": "profile", "sources": {}}, handle)
     progress("importing", 0, f"starting {nproc} ranks under torchrun")
     log_path = os.path.join(work, "torchrun.log")
     started = time.perf_counter()
