@@ -72,6 +72,12 @@ def run(request: dict, progress, cancelled) -> dict:
     _tidy(work)
     result = rankmerge.merge(run_id, [outcomes[r]["result"] for r in range(nproc)])
     result["accounting"] = dict(result.get("accounting") or {}, launch_us=launch_s * 1e6)
+    if "OMP_NUM_THREADS" not in os.environ:
+        result["warnings"].append(
+            "torchrun ran each rank with OMP_NUM_THREADS=1 (its default when unset): compare "
+            "per-rank times with a one-process run made at the same setting (set "
+            "OMP_NUM_THREADS in the target's env to choose)"
+        )
     return result
 
 
