@@ -27,6 +27,11 @@ async def test_a_two_rank_target_shows_the_slowest_rank_on_the_lens_and_waits_on
         uri = ed.open("ranks_step.py")
         lens = (await ed.lenses(uri))["step"]
         assert lens.command.title == "▶ Profile on two (2 ranks)"
+        # The target picker says which target runs ranks, and the pick maps back to its name.
+        ed.pick = "two (2 ranks)"
+        picked = await ed.command("trnlens.server.selectTarget")
+        assert [a.title for a in ed.questions[-1].actions] == ["local", "two (2 ranks)"]
+        assert picked["target"] == "two"
 
         _, end = await ed.profile(uri, "step")
         assert "step" in end.message, end.message
