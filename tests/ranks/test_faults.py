@@ -121,3 +121,30 @@ def test_a_cancel_stops_every_rank(make_project):
 
     asyncio.run(scenario())
     assert live_processes_naming(str(root)) == []
+
+
+DIES = '''
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def step():
+    x = torch.ones(8)
+    if dist.get_rank() == 1:
+        os._exit(7)  # gone without a word (a crash in C looks the same from outside)
+    dist.all_reduce(x)
+    return x
+'''
+
+
+def test_a_rank_that_dies_without_an_error_is_reported_with_torchruns_log(make_project):
+    root = make_project({"ranks_step.py": DIES, "pyproject.toml": ""})
+    with pytest.raises(AgentFailure) as caught:
+        profile(root, "step", 2)
+    error = caught.value.error
+    assert error["kind"] == "environment"
+    assert error["message"].startswith("rank 1 ended without a result with exit code 7")
+    assert "exitcode" in error["message"]  # torchrun's own account of the failure, quoted
+    assert live_processes_naming(str(root)) == []

@@ -210,11 +210,26 @@ def _failure(outcomes, nproc, work, log_path, root, code) -> errors.AgentError:
     """The error of the rank that failed first (a rank that raised before one that lost its
     peer in a collective), with what the other ranks were doing."""
     failed = [o["error"] for o in outcomes.values() if "error" in o]
-    if not failed:
-        tail = _tail(log_path)
+    silent = [r for r in range(nproc) if r not in outcomes]
+    root_cause = _root_cause(log_path)  # torchrun's "first observed failure": (rank, exit code)
+    # A rank that left no word is the cause when nothing else failed, or when torchrun saw it
+    # fail first and the others only lost it in a collective (a rank stopped by torchrun after
+    # another failed leaves no word either: it is not the cause).
+    gone_first = root_cause is not None and root_cause[0] in silent
+    if silent and (not failed or (gone_first and all(e.get("collective") for e in failed))):
+        failed.sort(key=lambda e: e.get("failed_at", 0))
+        cause = root_cause[0] if root_cause and root_cause[0] in silent else silent[0]
+        exit_code = (
+            f" with exit code {root_cause[1]}" if root_cause and root_cause[0] == cause else ""
+        )
+        lost = ""
+        if failed and failed[0].get("collective"):
+            f = failed[0]
+            lost = (f"; rank {f['rank']} then failed in {f['collective']['name']}: "
+                    f"{f['message'].splitlines()[0][:200]}")  # fmt: skip
         return errors.environment(
-            f"the ranks ended (torchrun exit {code}) without a result from "
-            f"{', '.join(str(r) for r in range(nproc) if r not in outcomes)}:\n{tail}"
+            f"rank {cause} ended without a result{exit_code} (it crashed or exited){lost}; "
+            f"torchrun's log:\n{_tail(log_path)}"
         )
     # A rank whose own code raised outside a collective is the cause; the others lost a peer.
     failed.sort(key=lambda e: (e.get("collective") is not None, e.get("failed_at", 0)))
@@ -278,6 +293,26 @@ def _stuck_at(work: str, rank: int, root: str) -> str | None:
             number = rest.split("line", 1)[-1].split()[0] if "line" in rest else "?"
             return f"{os.path.relpath(path, root)}:{number}"
     return None
+
+
+def _root_cause(log_path: str) -> tuple[int, str] | None:
+    """(rank, exit code) of torchrun's "Root Cause (first observed failure)" in its log."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    _, found, after = text.rpartition("Root Cause (first observed failure)")
+    if not found:
+        return None
+    rank = code = None
+    for line in after.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "rank" and rank is None:
+            rank = value.split()[0] if value.split() else None
+        elif key.strip() == "exitcode" and code is None:
+            code = value.split()[0] if value.split() else None
+    return (int(rank), code or "?") if rank and rank.isdigit() else None
 
 
 def _tail(path: str, lines: int = 30) -> str:
