@@ -66,3 +66,13 @@ def test_a_late_start_ranking_is_not_trusted_when_the_collective_ends_far_apart(
     merged = rankmerge.merge("run", ranks)
     assert not merged["stragglers"]["trusted"]
     assert any("not to be trusted" in w for w in merged["warnings"])
+
+
+def test_device_overlap_figures_reach_each_ranks_row():
+    figures = {"comm_kernel_time_per_step_us": 60.0, "overlapped_comm_per_step_us": 45.0,
+               "exposed_comm_per_step_us": 15.0, "overlap_share": 0.75}  # fmt: skip
+    ranks = [make_rank(0, 2_000), make_rank(1, 7_000)]
+    ranks[1]["rank_timeline"]["overlap"] = figures
+    rows = rankmerge.merge("run", ranks)["ranks"]
+    assert "exposed_comm_per_step_us" not in rows[0]  # no device kernels read on rank 0
+    assert {k: rows[1][k] for k in figures} == figures

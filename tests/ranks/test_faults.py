@@ -123,7 +123,7 @@ def test_a_cancel_stops_every_rank(make_project):
     assert live_processes_naming(str(root)) == []
 
 
-DIES = '''
+DIES = """
 import os
 
 import torch
@@ -136,7 +136,7 @@ def step():
         os._exit(7)  # gone without a word (a crash in C looks the same from outside)
     dist.all_reduce(x)
     return x
-'''
+"""
 
 
 def test_a_rank_that_dies_without_an_error_is_reported_with_torchruns_log(make_project):

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import collectives, patterns, stability
+from . import collectives, overlap, patterns, stability
 from . import events as ev
 from .lines import make_line_mode
 
@@ -173,6 +173,10 @@ class Measurer:
         host_events = [e for e in events if ev.is_host(e)]
         if self.lockstep is not None:
             m.rank_timeline = collectives.timeline(host_events, self.trace_start_ns)
+            if self.backend.time_basis == "device":  # nccl's kernels against compute (CUDA)
+                kernels = [(e.name, e.time_range.start, e.time_range.end)
+                           for e in events if not ev.is_host(e)]  # fmt: skip
+                m.rank_timeline["overlap"] = overlap.figures(kernels, steps)
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
         step_cpu = [e.cpu_time_total for e in ev.step_events(events)]
         m.cpu_time_per_step_us = statistics.median(step_cpu) if step_cpu else 0.0

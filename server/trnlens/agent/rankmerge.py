@@ -127,6 +127,8 @@ def _rank_row(r: dict, calls: dict, steps: int) -> dict:
         "collective_wait_per_step_us": _median(x for _, _, x in per_step),
         "busy_time_per_step_us": _median(w - x for w, _, x in per_step),
         "timing_median_us": timing.get("median_us"),
+        # CUDA: communication kernels overlapped by compute, and the exposed rest (overlap.py)
+        **((r.get("rank_timeline") or {}).get("overlap") or {}),
     }
 
 

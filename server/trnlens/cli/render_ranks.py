@@ -33,6 +33,14 @@ def ranks_lines(data: dict, table) -> list[str]:
     out.extend(table(headers, rows, set(range(2, 9))))
     if slowest is not None:
         out.append("  * slowest rank (most busy time per step)")
+    for row in data["ranks"]:
+        if row.get("exposed_comm_per_step_us") is not None:  # device kernels (CUDA)
+            comm = d(row["comm_kernel_time_per_step_us"])
+            out.append(
+                f"  rank {row['rank']}: communication kernels {comm}/step, "
+                f"{d(row['overlapped_comm_per_step_us'])} overlapped by compute, "
+                f"{d(row['exposed_comm_per_step_us'])} exposed"
+            )
     if data.get("collectives"):
         out.append("")
         out.append("Collectives (per step; wait = time waiting for the other ranks)")
