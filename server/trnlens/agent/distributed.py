@@ -29,6 +29,10 @@ def choose_backend(torch, backend_name: str) -> str:
     if backend_name == "cuda" or (backend_name == "auto" and torch.cuda.is_available()):
         return "nccl"
     if backend_name in ("neuron", "auto"):
+        try:  # its process-group backend registers on import (before the runner's own import)
+            import torch_neuronx  # noqa: F401
+        except Exception:  # absent, or the public index's placeholder that raises on import
+            pass
         for name in NEURON_BACKENDS:
             try:
                 if dist.is_backend_available(name):
