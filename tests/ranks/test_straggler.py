@@ -3,6 +3,8 @@ wait longer in all_reduce, and the collective is found at its line."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from trnlens import rankfigures
 from trnlens.cli import render
@@ -50,6 +52,14 @@ def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait_in_all_reduc
         range(nproc)
     )
     assert len(result["rank_timelines"]) == nproc
+    # every rank's chrome trace in one file, each process named after its rank
+    assert result["artifacts"][0] == {"kind": "chrome_trace_ranks", "path": "ranks-trace.json"}
+    merged = json.loads((root / ".trnlens" / "artifacts" / result["run_id"] /
+                         "ranks-trace.json").read_text())  # fmt: skip
+    names = {e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name"}
+    assert names == {f"rank {r}" for r in range(nproc)}
+    steps = [e for e in merged["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")]
+    assert len(steps) == nproc * 3
 
     text = render.render_result(result, root=root)
     assert f"{nproc} ranks · slowest rank {last} (+" in text

@@ -34,6 +34,7 @@ def test_the_report_has_a_lane_group_per_rank_with_the_slowest_marked(ranked_rep
     assert '<text class="group" x="4"' in page and "rank 0</text>" in page
     assert '<text class="group straggler" x="4"' in page and "rank 1 ◀ slowest</text>" in page
     assert page.count('class="ev gap"') >= 1  # rank 0's waits in all_reduce
+    assert 'href="ranks-trace.json">every rank' in page  # the merged trace, for Perfetto
 
 
 def test_the_ranks_section_in_chromium(ranked_report):

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from . import errors, loader, rankmerge
+from . import errors, loader, rankmerge, ranktrace
 from .runner import new_run_id
 
 MAX_RANKS = 64
@@ -70,7 +70,13 @@ def run(request: dict, progress, cancelled) -> dict:
         shutil.rmtree(work, ignore_errors=True)  # a failed run keeps nothing
         raise failure
     _tidy(work)
-    result = rankmerge.merge(run_id, [outcomes[r]["result"] for r in range(nproc)])
+    per_rank = [outcomes[r]["result"] for r in range(nproc)]
+    result = rankmerge.merge(run_id, per_rank)
+    merged_trace, why_not = ranktrace.write(work, per_rank)
+    if merged_trace is not None:
+        result["artifacts"].insert(0, merged_trace)
+    if why_not:
+        result["warnings"].append(why_not)
     result["accounting"] = dict(result.get("accounting") or {}, launch_us=launch_s * 1e6)
     if "OMP_NUM_THREADS" not in os.environ:
         result["warnings"].append(

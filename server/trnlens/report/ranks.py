@@ -21,7 +21,9 @@ E = escape.text
 LANES = (("steps", "profiled steps"), ("work", "own work"), ("collectives", "collectives"))
 
 
-def section(result: dict, first_index: int) -> tuple[str, list[dict]]:
+def section(
+    result: dict, first_index: int, trace_href: str | None = None
+) -> tuple[str, list[dict]]:
     if not rankfigures.is_multi_rank(result) or not result.get("rank_timelines"):
         return "", []
     svg, details = _svg(result, first_index)
@@ -52,6 +54,13 @@ def section(result: dict, first_index: int) -> tuple[str, list[dict]]:
     strag = result.get("stragglers") or {}
     ranking = ", ".join(f"rank {r}" for r in strag.get("ranking") or [])
     notes = [f"one time axis: {alignment}"] if alignment else []
+    href = escape.relative_href(trace_href or "")  # only a plain relative path is linked
+    link = (
+        f'<p><a class="file" href="{href}">every rank\'s chrome trace in one file</a> '
+        '<span class="muted">(on this axis: open it in Perfetto, ui.perfetto.dev)</span></p>'
+        if href
+        else ""
+    )
     if ranking:
         trust = "" if strag.get("trusted") else " (not to be trusted here: see the warnings)"
         notes.append(f"straggler ranking (HTA's late start), worst first: {ranking}{trust}")
@@ -64,7 +73,7 @@ def section(result: dict, first_index: int) -> tuple[str, list[dict]]:
         '<div class="toolbar"><button type="button" data-zoom="in">+</button>'
         '<button type="button" data-zoom="out">−</button>'
         '<button type="button" data-zoom="reset">reset</button></div>'
-        f'<div class="timeline-box">{svg}</div>'
+        f'<div class="timeline-box">{svg}</div>{link}'
         f'<ul class="notes">{"".join(f"<li>{E(n)}</li>" for n in notes)}</ul></section>',
         details,
     )
