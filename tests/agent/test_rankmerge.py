@@ -76,3 +76,14 @@ def test_device_overlap_figures_reach_each_ranks_row():
     rows = rankmerge.merge("run", ranks)["ranks"]
     assert "exposed_comm_per_step_us" not in rows[0]  # no device kernels read on rank 0
     assert {k: rows[1][k] for k in figures} == figures
+
+
+def test_a_warning_only_another_rank_saw_is_kept_with_its_rank():
+    ranks = [make_rank(0, 2_000), make_rank(1, 7_000)]
+    ranks[0]["warnings"] = ["the machine is busy (load 3.1 on 2 cores)"]
+    ranks[1]["warnings"] = ["the machine is busy (load 3.4 on 2 cores)", "no events recorded"]
+    warnings = rankmerge.merge("run", ranks)["warnings"]
+    assert warnings[:2] == [
+        "the machine is busy (load 3.1 on 2 cores)",
+        "rank 1: no events recorded",
+    ]

@@ -20,6 +20,7 @@ Pure (dicts in, dict out; no torch), so it is tested on hand-made ranks as well 
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 
@@ -47,6 +48,14 @@ def merge(run_id: str, ranks: list[dict]) -> dict:
     base["alignment"] = _alignment(ranks)
     base["rank_timelines"] = _aligned(ranks, base["alignment"])
     warnings = list(base.get("warnings") or [])
+    # What only another rank saw is said with its rank; a kind of warning rank 0 has too (the
+    # same opening words, other figures: "the machine is busy (load ...") is said once.
+    kinds = {_kind(w) for w in warnings}
+    for r in ranks[1:]:
+        for w in r.get("warnings") or []:
+            if _kind(w) not in kinds:
+                kinds.add(_kind(w))
+                warnings.append(f"rank {r['rank']}: {w}")
     strag = base["stragglers"]
     ranking = strag.get("ranking") or []
     if ranking and not strag.get("trusted"):
@@ -64,6 +73,11 @@ def merge(run_id: str, ranks: list[dict]) -> dict:
         )
     base["warnings"] = warnings
     return base
+
+
+def _kind(warning: str) -> str:
+    """A warning's words before its first figure: what kind of warning it is."""
+    return re.split(r"\d", warning, maxsplit=1)[0]
 
 
 _PER_RANK_ONLY = ("rank_timeline", "rank", "local_rank", "clock", "dist_backend")
