@@ -405,6 +405,7 @@ class ProfileRequest:
     files: dict[str, str] = field(default_factory=dict)  # unsaved buffers: path -> text
     options: dict = field(default_factory=dict)
     timeout_s: float | None = None  # the whole run; first Neuron compiles take minutes
+    nproc_per_node: int = 1  # > 1: the agent runs that many ranks under torchrun (ranks.py)
 
     def payload(self, store: Store, target_name: str) -> dict:
         root = self.project_root
@@ -427,6 +428,7 @@ class ProfileRequest:
             "options": self.options,
             "artifacts_dir": str(store.staging_dir()),
             "context": {"target": target_name, "git_commit": project.git_commit(root)},
+            **({"nproc_per_node": self.nproc_per_node} if self.nproc_per_node != 1 else {}),
         }
 
 

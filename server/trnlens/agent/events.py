@@ -20,6 +20,7 @@ LINE_LABEL = "trnlens.line:"
 # Around the backward that training mode adds after the call (runner.py): its dispatches count
 # on the profiled function's def line, in a row of their own (``label``), not on no row at all.
 ADDED_BACKWARD_LABEL = LINE_LABEL + "added-backward"
+COLLECTIVE_LABEL = "trnlens.collective:"  # collectives.py: bookkeeping, not work
 COMPILED_REGION = "Torch-Compiled Region"
 COMPILED_GRAPH = "## Call CompiledFxGraph"
 
@@ -48,7 +49,7 @@ def is_host(event) -> bool:
 
 def is_bookkeeping(event) -> bool:
     """Events trnlens or the profiler made, not work: steps and our own line labels."""
-    return is_step(event) or event.name.startswith(LINE_LABEL)
+    return is_step(event) or event.name.startswith((LINE_LABEL, COLLECTIVE_LABEL))
 
 
 def _ancestors(event):

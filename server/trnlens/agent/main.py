@@ -28,7 +28,7 @@ import sys
 import threading
 import traceback
 
-from . import errors
+from . import errors, ranks
 from .interrupts import Interrupter, stop_would_break
 from .measure import Cancelled
 from .protocol import AGENT_VERSION, SCHEMA_VERSION, Channel, parse_line
@@ -138,7 +138,10 @@ class Agent:
             try:
                 root = request.get("project_root") or os.getcwd()
                 with self.interrupter.running(root):
-                    result = Runner(request, progress, self.cancel_requested.is_set).run()
+                    if ranks.nproc_of(request) > 1:  # N ranks under torchrun (ranks.py)
+                        result = ranks.run(request, progress, self.cancel_requested.is_set)
+                    else:
+                        result = Runner(request, progress, self.cancel_requested.is_set).run()
                 reply = {"type": "result", "id": request_id, "result": result}
             finally:
                 with self._lock:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import attribution, basis, breakdown, patterns, stability
+from . import attribution, basis, breakdown, collectives, overlap, patterns, stability
 from . import events as ev
 from .lines import make_line_mode
 
@@ -103,6 +103,8 @@ class Measurement:
     host_syncs: list | None = None
     library_files: list | None = None
     attribution_us: float | None = None  # the attribution pass's wall time, all its steps
+    # Multi-rank runs only: this rank's profiled steps and collective calls (collectives.py).
+    rank_timeline: dict | None = None
 
 
 class Measurer:
@@ -116,8 +118,13 @@ class Measurer:
         cancelled,
         named_modules=(),
         compile_log=None,
+        lockstep=None,
     ):
         self.torch = torch
+        # Multi-rank: agrees every decision that changes how many steps run, and separates the
+        # passes by barriers (distributed.Lockstep); None in a single process.
+        self.lockstep = lockstep
+        self.trace_start_ns: int | None = None
         self.backend = backend
         self.context = context_factory  # returns a fresh context manager (grad mode) per pass
         self.settings = settings
@@ -168,15 +175,23 @@ class Measurer:
         every step never settles; the figures then say so). Under the profiler, steps can
         fault again once it records (its buffers grow between the tensors): the profiled
         median leaves those steps out (``stability.profiled_summary``)."""
-        return (
+        settled = (
             self.calm_steps >= CALM_STEPS
             or extra >= self.settings.settle_steps
             or spent_us > self.settings.timing_budget_s * 1e6
         )
+        # Ranks settle together (every one settled, or the shared extra-step bound reached): a
+        # rank recording while another still settles would run a different number of steps.
+        return self.lockstep.all(settled) if self.lockstep else settled
+
+    def _phase(self, name: str) -> None:
+        if self.lockstep is not None:
+            self.lockstep.phase(name)
 
     def run(self, step, *, compiled: bool, out_dir: str, project) -> Measurement:
         m = Measurement()
         s = self.settings
+        self._phase("warm-up")
         with self.context():
             if self.backend.name == "neuron":
                 # Eager Neuron compiles a NEFF per op on first use: minutes, not a hang.
@@ -190,12 +205,19 @@ class Measurer:
                 self._check()
                 self._one_step(step)
         self.progress("measuring", f"{s.steps} profiled steps")
+        self._phase("measuring")
         shapes_later = s.lines and not compiled  # the lines pass records them
         events, wall = self._profiled(step, out_dir, record_shapes=not shapes_later)
         steps = max(len(ev.step_events(events)), 1)
         m.profiled_timing = stability.profiled_summary(wall, self.profiled_faults)
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
+        if self.lockstep is not None:
+            m.rank_timeline = collectives.timeline(host_events, self.trace_start_ns)
+            if self.backend.time_basis == "device":  # nccl's kernels against compute (CUDA)
+                kernels = [(e.name, e.time_range.start, e.time_range.end)
+                           for e in events if not ev.is_host(e)]  # fmt: skip
+                m.rank_timeline["overlap"] = overlap.figures(kernels, steps)
         m.dispatches_per_step = _per_step(len(ev.dispatch_roots(host_events)), steps)
         # The headline's three times are medians over the same steps: the wall median's (which
         # leaves out steps that faulted in memory the profiler displaced, stability.py).
@@ -231,6 +253,7 @@ class Measurer:
         sites: dict = {}
         if s.lines and not compiled:
             self.progress("measuring", "line attribution")
+            self._phase("lines")
             (m.lines, host_peak, line_warnings, m.dispatch_sites, m.dispatch_shapes, shapes) = (
                 self._lines(step, project, events)
             )
@@ -265,6 +288,7 @@ class Measurer:
             return m
         if s.timing:
             self.progress("timing", f"up to {s.repeats} synchronised calls")
+            self._phase("timing")
             m.timing = self._timing(step)
         return self.finish(m, m.timing)
 
@@ -353,6 +377,10 @@ class Measurer:
         def ready(prof):
             backend.on_trace_ready(prof)
             collected["events"] = list(prof.events())
+            try:  # wall-clock ns of the profiler's time origin: puts ranks on one axis
+                self.trace_start_ns = prof.profiler.kineto_results.trace_start_ns()
+            except AttributeError:
+                self.trace_start_ns = None
             if record_shapes:  # else the lines pass, which records shapes, runs the matcher
                 self.torch_found, warnings = patterns.torch_matches(prof, torch, backend.name)
                 self.pattern_warnings = warnings
@@ -522,7 +550,10 @@ class Measurer:
                 self._check()
                 samples.append(self._one_step(step))
                 faults.append(self.last_faults)
-                if len(samples) >= 5 and time.perf_counter() > deadline:
+                spent = len(samples) >= 5 and time.perf_counter() > deadline
+                if self.lockstep is not None and len(samples) >= 5:
+                    spent = self.lockstep.any(spent)  # every rank stops at the same call
+                if spent:
                     break
         return timing_figures(samples, faults)
 

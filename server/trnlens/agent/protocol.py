@@ -33,6 +33,8 @@ SCHEMA_VERSION = 3
 # 3: optional frames, modules, host_syncs, eval_modules, compile.scope (issue 21); and, added by
 # the server after a local run, library_findings (libraries/rules.py); variant kind 'swap' with
 # its module swaps (agent/swaps.py).
+# 3: optional multi-rank fields (world_size, ranks, slowest_rank, rank_spread, collectives,
+#    stragglers, alignment, rank_timelines, dist_backend, nproc_per_node); error.rank.
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 AGENT_VERSION = "0.1.0"
 

@@ -53,8 +53,10 @@ class Runner:
         progress: Callable[..., None],
         cancelled: Callable[[], bool],
         reloader: Reloader | None = None,
+        lockstep=None,
     ):
         self.request = request
+        self.lockstep = lockstep  # multi-rank (distributed.Lockstep): ranks measure alike
         # One reloader per process: what this process has loaded is the process's state.
         self.reloader = reloader or PROCESS_RELOADER
         self._progress = progress
@@ -160,7 +162,8 @@ class Runner:
         for index, variant in enumerate(variants):
             self.variant_index = index
             run_id = new_run_id()
-            out_dir = os.path.join(artifacts_dir, run_id)
+            # A rank of a multi-rank run writes where its coordinator says (rank-N/).
+            out_dir = self.request.get("out_dir") or os.path.join(artifacts_dir, run_id)
             os.makedirs(out_dir, exist_ok=True)
             result = self._base_result(run_id, variant, project, backend, mode, settings)
             try:
@@ -371,6 +374,7 @@ class Runner:
             self.cancelled,
             named_modules=reachable,
             compile_log=compile_log,
+            lockstep=self.lockstep,
         )
         if mode == "training":  # the backward it adds counts on the def line (events.py)
             measurer.extra_labels[ADDED_BACKWARD_LABEL] = (relpath, definition.def_line)
@@ -463,6 +467,8 @@ class Runner:
                     "library_files")  # fmt: skip
             for key in keys:
                 result[key] = getattr(m, key)
+        if m.rank_timeline is not None:
+            result["rank_timeline"] = m.rank_timeline
         if m.dispatch_sites is not None:
             result["dispatch_sites"] = m.dispatch_sites
             result["dispatch_shapes"] = m.dispatch_shapes

@@ -100,6 +100,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="stop the run after this long (default: [tool.trnlens] timeout_seconds, else no "
         "limit)",
     )
+    parser.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run N ranks under torchrun (gloo on the CPU, nccl on CUDA) and report each rank, "
+        "the slowest and the collectives (default: the target's nproc_per_node, else 1)",
+    )
     parser.add_argument("--format", default="table", choices=["table", "json"])
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
@@ -110,6 +118,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="run on a warm agent kept alive between calls for SECONDS (default 600)",
     )
+
+
+def _nproc(args: argparse.Namespace, target) -> int:
+    value = getattr(args, "nproc_per_node", None)
+    if value is None:
+        value = getattr(target, "nproc_per_node", None)
+    return int(value) if value is not None else 1
 
 
 def parse_spec(spec: str) -> tuple[Path, str]:
@@ -171,7 +186,12 @@ def execute(
         variants=variants, project_root=root, backend=backend, warmup=chosen.warmup,
         steps=chosen.steps, repeats=chosen.repeats, mode=chosen.mode, device=args.device,
         inputs=args.inputs, timeout_s=timeout, options=dict(options or {}),
+        nproc_per_node=_nproc(args, target),
     )  # fmt: skip
+    if request.nproc_per_node < 1:
+        store.close()
+        print("trnlens: --nproc-per-node must be at least 1", file=sys.stderr)
+        return None, exitcodes.USAGE, None
 
     def progress(message: dict) -> None:
         if not args.quiet:

@@ -14,6 +14,7 @@ from trnlens.cli.render_findings import (
     library_findings_lines,
     mode_lines,
 )
+from trnlens.cli.render_ranks import ranks_lines
 from trnlens.results import Result
 
 
@@ -117,6 +118,7 @@ def render_result(
     if (data.get("stability") or {}).get("noisy"):
         out.append("  these figures are NOT stable: see the warnings below for why and what to do")
     out.append(f"  {data['warmup']} warm-up steps, {data['steps']} profiled steps")
+    out.extend(ranks_lines(data, table))
     out.append("")
     out.append("Ops (per step)")
     device_columns = r.time_basis != "cpu"

@@ -22,7 +22,7 @@ from trnlens.lsp.command_ids import (
     REPORT,
     SELECT_TARGET,
 )  # fmt: skip
-from trnlens.lsp.runs import RequestRefused
+from trnlens.lsp.runs import RequestRefused, target_nproc
 
 if TYPE_CHECKING:
     from trnlens.lsp.server import TrnlensServer
@@ -93,14 +93,16 @@ async def select_target(server: TrnlensServer, *args: Any) -> dict:
     names = sorted(settings.targets)
     chosen = arg.get("target")
     if chosen is None and _can_ask(server):
+        # A target that runs several ranks says so: "two (2 ranks)".
+        titles = {_target_title(name, settings.targets[name]): name for name in names}
         answer = await server.window_show_message_request_async(
             types.ShowMessageRequestParams(
                 type=types.MessageType.Info,
                 message=f"trnlens: profile on which target? (now: {settings.target})",
-                actions=[types.MessageActionItem(title=name) for name in names],
+                actions=[types.MessageActionItem(title=title) for title in titles],
             )
         )
-        chosen = answer.title if answer else None
+        chosen = titles.get(answer.title, answer.title) if answer else None
     if chosen is not None:
         try:
             settings.target_named(chosen)
@@ -109,6 +111,11 @@ async def select_target(server: TrnlensServer, *args: Any) -> dict:
         server.config.session_target = chosen
         server.refresh_lenses()
     return {"target": server.config.settings_for(server.default_root()).target, "targets": names}
+
+
+def _target_title(name: str, target) -> str:
+    ranks = target_nproc(target, strict=False)
+    return f"{name} ({ranks} ranks)" if ranks > 1 else name
 
 
 def _can_ask(server: TrnlensServer) -> bool:

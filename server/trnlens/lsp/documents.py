@@ -226,6 +226,11 @@ class ProfiledDocument:
             if f.get("path") == self.relpath and f.get("line")
         }
         measured |= calling_lines(result.data, self.relpath)  # library code's callers
+        measured |= {  # a multi-rank run's collectives (lsp/rank_hints.py)
+            c["line"] - 1
+            for c in result.data.get("collectives") or []
+            if c.get("path") == self.relpath and c.get("line")
+        }
         if mark is not None and mark.generation == self.generation:
             anchors = LineAnchors(measured)
             for edit in self._log[mark.index - self._log_base :]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from trnlens import rankfigures
 from trnlens.lsp import compiled, format, run_findings
 from trnlens.lsp.command_ids import CANCEL, PROFILE
 from trnlens.lsp.documents import ProfiledDocument
@@ -42,15 +43,21 @@ class LensCache:
         self._by_uri: dict[str, tuple[str, tuple, list[dict]]] = {}
 
     def lenses(
-        self, doc: ProfiledDocument, target: str, placement: str, pending: frozenset[str]
+        self,
+        doc: ProfiledDocument,
+        target: str,
+        placement: str,
+        pending: frozenset[str],
+        ranks: int = 1,
     ) -> list[dict]:
-        """``pending``: qualnames with a queued or running job in this document."""
-        key = (doc.generation, target, placement, frozenset(doc.placements), pending)
+        """``pending``: qualnames with a queued or running job in this document; ``ranks``: the
+        target's ``nproc_per_node``."""
+        key = (doc.generation, target, placement, frozenset(doc.placements), pending, ranks)
         cached = self._by_uri.get(doc.uri)
         # The text object is replaced on every edit: identity says "same version", for free.
         if cached is not None and cached[0] is doc.text and cached[1] == key:
             return cached[2]
-        built = code_lenses(doc, target, placement, pending)
+        built = code_lenses(doc, target, placement, pending, ranks)
         self._by_uri[doc.uri] = (doc.text, key, built)
         return built
 
@@ -59,13 +66,17 @@ class LensCache:
 
 
 def code_lenses(
-    doc: ProfiledDocument, target: str, placement: str, pending: frozenset[str] = frozenset()
+    doc: ProfiledDocument,
+    target: str,
+    placement: str,
+    pending: frozenset[str] = frozenset(),
+    ranks: int = 1,
 ) -> list[dict]:
     """The document's Profile lenses as LSP JSON (see the module's docstring)."""
     analysis = doc.analysis()
     if analysis is None or not analysis.imports_torch:
         return []
-    plain = _plain_title(target)
+    plain = _plain_title(target, ranks)
     lenses = []
     for symbol in analysis.symbols.values():
         qualname = symbol.qualname
@@ -81,7 +92,7 @@ def code_lenses(
         lens: dict[str, Any] = {"range": {"start": position, "end": dict(position)}}
         arguments = {"uri": doc.uri, "qualname": qualname}
         if figures:
-            lens["data"] = {**arguments, "kind": KIND, "target": target}
+            lens["data"] = {**arguments, "kind": KIND, "target": target, "ranks": ranks}
         else:
             if target != LOCAL:
                 arguments["target"] = target
@@ -100,6 +111,7 @@ def resolve(
     data = lens.data if isinstance(lens.data, dict) else {}
     uri, qualname = str(data.get("uri", "")), str(data.get("qualname", ""))
     target = str(data.get("target") or LOCAL)
+    ranks = data.get("ranks") if isinstance(data.get("ranks"), int) else 1
     arguments = {"uri": uri, "qualname": qualname}
     state = job_state(uri, qualname)
     if state is not None:
@@ -109,19 +121,27 @@ def resolve(
     else:
         if target != LOCAL:
             arguments["target"] = target
-        title = _title(doc, qualname, target, history) if doc else _plain_title(target)
+        title = (
+            _title(doc, qualname, target, history, ranks) if doc else _plain_title(target, ranks)
+        )
         command = types.Command(title=title, command=PROFILE, arguments=[arguments])
     return types.CodeLens(range=lens.range, command=command, data=lens.data)
 
 
-def _plain_title(target: str) -> str:
-    return "▶ Profile" if target == LOCAL else f"▶ Profile on {target}"
+def _plain_title(target: str, ranks: int = 1) -> str:
+    title = "▶ Profile" if target == LOCAL else f"▶ Profile on {target}"
+    # The target runs nproc_per_node ranks under torchrun: the click does too.
+    return f"{title} ({ranks} ranks)" if ranks > 1 else title
 
 
 def _title(
-    doc: ProfiledDocument, qualname: str, target: str, history: HistoryLabel | None = None
+    doc: ProfiledDocument,
+    qualname: str,
+    target: str,
+    history: HistoryLabel | None = None,
+    ranks: int = 1,
 ) -> str:
-    title = _plain_title(target)
+    title = _plain_title(target, ranks)
     placement = doc.placements.get(qualname)
     if placement is None:
         return title
@@ -133,6 +153,9 @@ def _title(
         parts.append(format.failure(result.error))
     else:
         parts.append(format.headline(result))
+        ranks_text = rankfigures.headline(result.data)  # 2 ranks · slowest rank 1 (+38%) · ...
+        if ranks_text:
+            parts.append(ranks_text)
         compile_text = compiled.lens_text(result)  # compile time and graphs of a compiled run
         if compile_text:
             parts.append(compile_text)

@@ -246,7 +246,7 @@ class Runs:
             variants=variants,
             project_root=root, backend=settings.backend, warmup=settings.warmup,
             steps=settings.steps, repeats=settings.repeats, mode=settings.mode,
-            files=self.server.unsaved_files(root),
+            files=self.server.unsaved_files(root), nproc_per_node=target_nproc(target),
         )  # fmt: skip
         runner = _build_target(target, root)
         agent = self._agent(runner)
@@ -339,10 +339,27 @@ def _allowed_target(settings: Settings, name: str | None) -> TargetSettings:
     return target
 
 
+def target_nproc(target: TargetSettings | None, strict: bool = True) -> int:
+    """A target's ``nproc_per_node`` (ranks per run under torchrun; 1 when unset). A bad value
+    refuses the run (``strict``) or counts as 1 (the lens's title)."""
+    value = (target.fields if target is not None else {}).get("nproc_per_node", 1)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if strict:
+        raise RequestRefused(
+            f"trnlens.targets.{target.name}.nproc_per_node must be a positive integer, "
+            f"not {value!r}"
+        )
+    return 1
+
+
 def _build_target(target: TargetSettings, root: Path) -> LocalTarget | SshTarget:
     """The runnable target for a settings entry (local, or SSH with the issue's fields)."""
     if target.is_local:
-        return LocalTarget(name=target.name, python=_interpreter(target, root), env=target.env)
+        return LocalTarget(
+            name=target.name, python=_interpreter(target, root), env=target.env,
+            nproc_per_node=target_nproc(target),
+        )  # fmt: skip
     fields = {**target.fields, "kind": target.kind, "env": target.env}
     if target.python:
         fields["python"] = target.python

@@ -31,6 +31,7 @@ from trnlens.lsp import (
     hovers,
     lenses,
     library,
+    rank_hints,
     run_findings,
     wire,
 )
@@ -38,7 +39,7 @@ from trnlens.lsp import report as run_report
 from trnlens.lsp.analysis import AnalysisService
 from trnlens.lsp.config import Config
 from trnlens.lsp.documents import ProfiledDocument
-from trnlens.lsp.runs import Runs, latest_profile
+from trnlens.lsp.runs import Runs, latest_profile, target_nproc
 from trnlens.lsp.watching import install as install_watching
 from trnlens.results import Result, SchemaMismatch
 from trnlens.store import Store, StoreError
@@ -317,7 +318,8 @@ def create_server() -> TrnlensServer:
         compare = _guard([])(ls.analysis.lenses)(doc, settings.target)
         pending = ls.runs.pending(doc.uri)
         # JSON dicts from the cache (see lsp/wire.py): unchanged lenses are not rebuilt.
-        profile = ls.lenses.lenses(doc, settings.target, settings.lens_placement, pending)
+        ranks = target_nproc(settings.targets.get(settings.target), strict=False)
+        profile = ls.lenses.lenses(doc, settings.target, settings.lens_placement, pending, ranks)
         # The report lens first: clients that key lenses by function keep the Profile lens.
         return _guard([])(run_report.code_lenses)(doc) + compare + profile
 
@@ -351,8 +353,9 @@ def create_server() -> TrnlensServer:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None or not ls.config.settings_for(doc.root).hints_enabled:
             return []
-        found = hints.inlay_hints(doc, params.range)
-        return found + library.inlay_hints(doc, ls.documents.values(), params.range)
+        found = hints.inlay_hints(doc, params.range) + rank_hints.inlay_hints(doc, params.range)
+        found += library.inlay_hints(doc, ls.documents.values(), params.range)
+        return sorted(found, key=lambda h: h.position.line)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     @_guard(None)

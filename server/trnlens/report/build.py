@@ -24,7 +24,7 @@ from trnlens.report.trace import MAX_EVENTS
 from trnlens.store import Store
 
 # Bumped when the page changes, so that reports written by an older trnlens are rebuilt.
-REPORT_VERSION = "2"
+REPORT_VERSION = "2"  # 2: module tree, library lines, comparison rounds, ranks
 
 
 class ReportError(ValueError):

@@ -12,8 +12,8 @@ import secrets
 from importlib import resources
 
 from trnlens import speedup, units
-from trnlens.report import escape, icicle, svg
-from trnlens.report.views import ReportModel, RunView
+from trnlens.report import escape, icicle, ranks, svg
+from trnlens.report.views import ReportModel, RunView, relative
 from trnlens.results import Result
 from trnlens.units import duration
 
@@ -29,11 +29,16 @@ def render(model: ReportModel, generated_at: str) -> str:
     nonce = secrets.token_urlsafe(18)
     timelines = [v.timeline for v in model.runs if v.timeline is not None]
     timeline_svg, details = svg.timelines(timelines) if timelines else ("", [])
+    ranks_html, rank_details = ranks.section(
+        model.runs[0].result, len(details), _ranks_trace_href(model.runs[0])
+    )
+    details += rank_details
     body = [
         f"<header><h1>{E(model.title)}</h1>"
         f'<p class="muted">generated {E(generated_at)} by trnlens · one self-contained file, '
         "nothing loaded from the network</p></header>",
         _comparison(model) if model.comparison else _headline(model.runs[0]),
+        ranks_html,  # a multi-rank run: every rank on one axis (report/ranks.py)
         _timeline_section(model, timelines, timeline_svg),
     ]
     for view in model.runs:
@@ -62,6 +67,16 @@ def render(model: ReportModel, generated_at: str) -> str:
         f'<script nonce="{nonce}">{_asset("report.js")}</script>'
         "</body></html>\n"
     )
+
+
+def _ranks_trace_href(view: RunView) -> str | None:
+    """The merged chrome trace of a multi-rank run (agent/ranktrace.py), relative to the page."""
+    entry = next((a for a in view.result.get("artifacts") or []
+                  if a.get("kind") == "chrome_trace_ranks"), None)  # fmt: skip
+    if entry is None or view.run_dir is None or view.report_dir is None:
+        return None
+    path = view.run_dir / str(entry.get("path"))
+    return relative(path, view.report_dir) if path.is_file() else None
 
 
 def _headline(view: RunView) -> str:

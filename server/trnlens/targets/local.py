@@ -18,6 +18,7 @@ class LocalTarget:
     name: str = "local"
     python: str | None = None  # the user's interpreter (with torch); default: this one
     env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
+    nproc_per_node: int | None = None  # ranks per run under torchrun (docs/ranks.md)
 
     def interpreter(self) -> str:
         python = self.python or sys.executable

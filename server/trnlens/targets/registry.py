@@ -2,7 +2,8 @@
 
 Fields: ``host`` (anything ssh accepts; resolved by the user's own ssh config), ``ssh_args``
 (extra ssh arguments, e.g. ``["-F", "path"]``), ``python`` (default ``python3`` remotely, this
-interpreter locally), ``workdir``, ``backend`` (default ``auto``), ``env``, ``remote_root``.
+interpreter locally), ``workdir``, ``backend`` (default ``auto``), ``env``, ``remote_root``,
+``nproc_per_node`` (ranks per run under torchrun, default 1).
 A target with a ``host`` is an SSH target; ``kind`` may say so explicitly.
 """
 
@@ -21,7 +22,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 LOCAL = "local"
-FIELDS = {"kind", "host", "ssh_args", "python", "workdir", "backend", "env", "remote_root"}
+FIELDS = {"kind", "host", "ssh_args", "python", "workdir", "backend", "env", "remote_root",
+          "nproc_per_node"}  # fmt: skip
 
 
 def project_targets(root: Path) -> dict[str, dict[str, Any]]:
@@ -47,8 +49,11 @@ def from_fields(name: str, fields: dict[str, Any]) -> LocalTarget | SshTarget:
         raise TargetError(f"target {name!r} has unknown fields: {', '.join(sorted(unknown))}")
     kind = fields.get("kind") or ("ssh" if fields.get("host") else "local")
     env = {str(k): str(v) for k, v in (fields.get("env") or {}).items()}
+    nproc = fields.get("nproc_per_node")
+    if nproc is not None and (not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1):
+        raise TargetError(f"target {name!r}: nproc_per_node must be a positive integer")
     if kind == "local":
-        return LocalTarget(name=name, python=fields.get("python"), env=env)
+        return LocalTarget(name=name, python=fields.get("python"), env=env, nproc_per_node=nproc)
     if kind != "ssh":
         raise TargetError(f"target {name!r}: kind must be local or ssh, not {kind!r}")
     if not fields.get("host"):
@@ -65,6 +70,7 @@ def from_fields(name: str, fields: dict[str, Any]) -> LocalTarget | SshTarget:
         backend=str(fields.get("backend") or "auto"),
         env=env,
         remote_root=fields.get("remote_root"),
+        nproc_per_node=nproc,
     )
 
 

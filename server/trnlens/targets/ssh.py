@@ -149,6 +149,7 @@ class SshTarget:
     env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
     remote_root: str | None = None
     connect_timeout_s: int = 15
+    nproc_per_node: int | None = None  # ranks per run under torchrun (docs/ranks.md)
     _workdir_abs: str | None = field(default=None, init=False, repr=False)
     _pidfile: str | None = field(default=None, init=False, repr=False)
 

@@ -1,0 +1,329 @@
+"""A multi-rank run: the agent starts N ranks under torchrun and merges what they measured.
+
+torchrun (``python -m torch.distributed.run``, the launcher users already use) starts N
+``rankworker`` processes with RANK/WORLD_SIZE/MASTER_ADDR set, rendezvous on 127.0.0.1. It stays
+in the agent's process group (the server's kill of the agent's group reaches it) and stops every
+rank as soon as one fails (``--max-restarts 0``, checked every 0.1 s). The ranks talk back through
+files in the run's staging directory (rankworker.py says which), which also keeps each rank's
+profile. Whatever happens here (a failure, a timeout, a cancel), ``_stop`` leaves no process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from . import errors, loader, rankmerge, ranktrace
+from .runner import new_run_id
+
+MAX_RANKS = 64
+STOP_GRACE_S = 10.0  # torchrun's SIGTERM to the ranks, then its SIGKILL, then ours
+
+
+def nproc_of(request: dict) -> int:
+    value = request.get("nproc_per_node", 1)
+    if value is None:
+        return 1
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_RANKS:
+        raise errors.usage(
+            f"nproc_per_node must be an integer from 1 to {MAX_RANKS}, got {value!r}"
+        )
+    return value
+
+
+def run(request: dict, progress, cancelled) -> dict:
+    nproc = nproc_of(request)
+    variants = request.get("variants") or []
+    if len(variants) != 1:
+        raise errors.usage("a multi-rank run profiles one function (no comparisons yet)")
+    root = os.path.abspath(request.get("project_root") or os.getcwd())
+    staging = request.get("artifacts_dir") or os.path.join(root, ".trnlens", "staging")
+    run_id = new_run_id()
+    work = os.path.join(staging, run_id)
+    os.makedirs(work, exist_ok=True)
+    # Shipped files (a remote run) are written once here, not by N ranks at the same time.
+    loader.materialize(root, request.get("sources") or {}, prune=True)
+    with open(os.path.join(work, "request.json"), "w", encoding="utf-8") as handle:
+        json.dump({**request, "type": "profile", "sources": {}}, handle)
+    progress("importing", 0, f"starting {nproc} ranks under torchrun")
+    log_path = os.path.join(work, "torchrun.log")
+    started = time.perf_counter()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            _command(nproc, work), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            env=_environment(), cwd=root, preexec_fn=_die_with_parent,
+        )  # fmt: skip
+    try:
+        code = _wait(proc, work, progress, cancelled)
+    finally:
+        _stop(proc, work, nproc)
+    launch_s = time.perf_counter() - started
+    outcomes = _outcomes(work, nproc)
+    if code != 0 or any("error" in o for o in outcomes.values()) or len(outcomes) < nproc:
+        failure = _failure(outcomes, nproc, work, log_path, root, code)
+        shutil.rmtree(work, ignore_errors=True)  # a failed run keeps nothing
+        raise failure
+    _tidy(work)
+    per_rank = [outcomes[r]["result"] for r in range(nproc)]
+    result = rankmerge.merge(run_id, per_rank)
+    merged_trace, why_not = ranktrace.write(work, per_rank)
+    if merged_trace is not None:
+        result["artifacts"].insert(0, merged_trace)
+    if why_not:
+        result["warnings"].append(why_not)
+    result["accounting"] = dict(result.get("accounting") or {}, launch_us=launch_s * 1e6)
+    if "OMP_NUM_THREADS" not in os.environ:
+        result["warnings"].append(
+            "torchrun ran each rank with OMP_NUM_THREADS=1 (its default when unset): compare "
+            "per-rank times with a one-process run made at the same setting (set "
+            "OMP_NUM_THREADS in the target's env to choose)"
+        )
+    return result
+
+
+def _tidy(work: str) -> None:
+    """Only the ranks' profiles stay with the run: the exchange files go."""
+    for name in os.listdir(work):
+        path = os.path.join(work, name)
+        if name == "torchrun":
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.isfile(path) and not name.startswith("rank-"):
+            os.remove(path)
+        elif name.startswith("rank-") and name.endswith(".json"):
+            os.remove(path)
+
+
+def _command(nproc: int, work: str) -> list[str]:
+    package = __name__.rpartition(".")[0]
+    return [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nnodes", "1", "--nproc-per-node", str(nproc),
+        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+        "--max-restarts", "0", "--monitor-interval", "0.1",
+        "--log-dir", os.path.join(work, "torchrun"),  # not a torchelastic_* in $TMPDIR
+        "-m", f"{package}.rankworker", work,
+    ]  # fmt: skip
+
+
+def _environment() -> dict:
+    """The ranks import the agent from where this process did (the shipped zip, or the tree)."""
+    package = __name__.rpartition(".")[0]
+    here = os.path.abspath(__file__)
+    for _ in range(package.count(".") + 2):
+        here = os.path.dirname(here)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # in torchrun's process, before exec
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: torchrun stops its ranks
+    except (OSError, AttributeError):
+        pass
+
+
+def _wait(proc, work: str, progress, cancelled) -> int:
+    """Forwards rank 0's progress until torchrun ends; a cancel (or the interrupter's
+    KeyboardInterrupt) leaves through ``run``'s ``finally``, which stops every rank."""
+    progress_path = os.path.join(work, "progress.jsonl")
+    offset = 0
+    while True:
+        try:
+            code = proc.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            code = None
+        offset = _forward(progress_path, offset, progress)
+        if code is not None:
+            return code
+        if cancelled():
+            from .measure import Cancelled
+
+            raise Cancelled()
+
+
+def _forward(path: str, offset: int, progress) -> int:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            handle.seek(offset)
+            for line in handle:
+                if not line.endswith("\n"):
+                    break
+                offset += len(line.encode())
+                message = json.loads(line)
+                progress(message["phase"], message["variant"], f"rank 0: {message['message']}")
+    except FileNotFoundError:
+        pass
+    return offset
+
+
+def _stop(proc, work: str, nproc: int) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # torchrun relays it to every rank
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for rank in range(nproc):  # a rank torchrun could not stop (or a torchrun killed hard)
+        try:
+            with open(os.path.join(work, f"pid-{rank}")) as handle:
+                pid = int(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            continue
+        if pid and _is_ours(pid, work):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _is_ours(pid: int, work: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return work.encode() in handle.read()
+    except OSError:
+        return False
+
+
+def _outcomes(work: str, nproc: int) -> dict[int, dict]:
+    found = {}
+    for rank in range(nproc):
+        try:
+            with open(os.path.join(work, f"rank-{rank}.json"), encoding="utf-8") as handle:
+                found[rank] = json.load(handle)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _failure(outcomes, nproc, work, log_path, root, code) -> errors.AgentError:
+    """The error of the rank that failed first (a rank that raised before one that lost its
+    peer in a collective), with what the other ranks were doing."""
+    failed = [o["error"] for o in outcomes.values() if "error" in o]
+    silent = [r for r in range(nproc) if r not in outcomes]
+    root_cause = _root_cause(log_path)  # torchrun's "first observed failure": (rank, exit code)
+    # A rank that left no word is the cause when nothing else failed, or when torchrun saw it
+    # fail first and the others only lost it in a collective (a rank stopped by torchrun after
+    # another failed leaves no word either: it is not the cause).
+    gone_first = root_cause is not None and root_cause[0] in silent
+    if silent and (not failed or (gone_first and all(e.get("collective") for e in failed))):
+        failed.sort(key=lambda e: e.get("failed_at", 0))
+        cause = root_cause[0] if root_cause and root_cause[0] in silent else silent[0]
+        exit_code = (
+            f" with exit code {root_cause[1]}" if root_cause and root_cause[0] == cause else ""
+        )
+        lost = ""
+        if failed and failed[0].get("collective"):
+            f = failed[0]
+            lost = (f"; rank {f['rank']} then failed in {f['collective']['name']}: "
+                    f"{f['message'].splitlines()[0][:200]}")  # fmt: skip
+        return errors.environment(
+            f"rank {cause} ended without a result{exit_code} (it crashed or exited){lost}; "
+            f"torchrun's log:\n{_tail(log_path)}"
+        )
+    # A rank whose own code raised outside a collective is the cause; the others lost a peer.
+    failed.sort(key=lambda e: (e.get("collective") is not None, e.get("failed_at", 0)))
+    first = failed[0]
+    rank = first["rank"]
+    notes = []
+    collective = first.get("collective")
+    if collective:
+        where = f" at {collective['path']}:{collective['line']}" if collective.get("path") else ""
+        notes.append(
+            f"rank {rank} was in {collective['name']}{where} for {collective['waited_s']:.1f} s "
+            "when it failed (the collective timeout, or a peer gone)"
+        )
+    for other in range(nproc):
+        if other == rank:
+            continue
+        site = _stuck_at(work, other, root)
+        if site:
+            notes.append(f"rank {other} was at {site} when it was stopped")
+    message = f"rank {rank}: {first['message']}"
+    if notes:
+        message += " (" + "; ".join(notes) + ")"
+    error = errors.AgentError(
+        first.get("kind", "user_code"), message, type_=first.get("type"),
+        path=first.get("path"), line=first.get("line"), traceback=first.get("traceback"),
+    ).to_json()  # fmt: skip
+    error["rank"] = rank
+    if collective:
+        error["collective"] = collective
+    return _Raised(error)
+
+
+class _Raised(errors.AgentError):
+    """An AgentError carrying a ready error dict (rank, collective) through main.py."""
+
+    def __init__(self, error: dict):
+        super().__init__(error["kind"], error["message"], type_=error.get("type"),
+                         path=error.get("path"), line=error.get("line"),
+                         traceback=error.get("traceback"))  # fmt: skip
+        self.extra = {k: error[k] for k in ("rank", "collective") if k in error}
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), **self.extra}
+
+
+def _stuck_at(work: str, rank: int, root: str) -> str | None:
+    """The innermost project line in a stopped rank's stack dump (faulthandler: most recent
+    call first, ``File "PATH", line N in FUNC``)."""
+    try:
+        with open(os.path.join(work, f"stack-{rank}.txt"), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    prefix = root.rstrip(os.sep) + os.sep
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith('File "'):
+            continue
+        path, _, rest = line[len('File "') :].partition('"')
+        if path.startswith(prefix) and ".trnlens" not in path and "site-packages" not in path:
+            number = rest.split("line", 1)[-1].split()[0] if "line" in rest else "?"
+            return f"{os.path.relpath(path, root)}:{number}"
+    return None
+
+
+def _root_cause(log_path: str) -> tuple[int, str] | None:
+    """(rank, exit code) of torchrun's "Root Cause (first observed failure)" in its log."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    _, found, after = text.rpartition("Root Cause (first observed failure)")
+    if not found:
+        return None
+    rank = code = None
+    for line in after.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "rank" and rank is None:
+            rank = value.split()[0] if value.split() else None
+        elif key.strip() == "exitcode" and code is None:
+            code = value.split()[0] if value.split() else None
+    return (int(rank), code or "?") if rank and rank.isdigit() else None
+
+
+def _tail(path: str, lines: int = 30) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,123 @@
+"""One rank of a multi-rank run: started by torchrun, as ``python -m <agent>.rankworker DIR``.
+
+DIR (made by ``ranks.py``) holds ``request.json``; this rank writes ``pid-R`` first, rank 0
+appends its progress to ``progress.jsonl``, and each rank ends by writing ``rank-R.json``: its
+result, or its error with the time it failed (the coordinator names the rank that failed first).
+A rank's profile lands in ``DIR/rank-R/``.
+
+Nothing may outlive the run: this process asks the kernel for SIGKILL when its parent (torchrun)
+dies, and a SIGTERM (torchrun stopping the ranks after one failed, or a cancel) first dumps the
+Python stack to ``stack-R.txt``, so a rank stopped while stuck can be told where it was.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+from . import collectives, errors, loader
+from .protocol import parse_line
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: torchrun's own SIGTERM still stops us
+        pass
+    if os.getppid() == 1:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _write(path: str, data: dict) -> None:
+    temp = f"{path}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, default=str)
+    os.replace(temp, path)  # the coordinator never reads half a file
+
+
+def main(argv: list[str] | None = None) -> int:
+    _die_with_parent()
+    work = (sys.argv[1:] if argv is None else argv)[0]
+    rank = int(os.environ.get("RANK", "0"))
+    with open(os.path.join(work, "request.json"), encoding="utf-8") as handle:
+        request = parse_line(handle.read())
+    with open(os.path.join(work, f"pid-{rank}"), "w") as handle:
+        handle.write(str(os.getpid()))
+    stack_file = open(os.path.join(work, f"stack-{rank}.txt"), "w")  # noqa: SIM115 (for life)
+    # The dump runs in the signal handler itself (a rank blocked in a collective's C code gets
+    # it too), then the default action ends the process.
+    faulthandler.register(signal.SIGTERM, file=stack_file, all_threads=True, chain=True)
+    progress_path = os.path.join(work, "progress.jsonl")
+
+    def progress(phase, variant, message):
+        if rank == 0:
+            with open(progress_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"phase": phase, "variant": variant,
+                                         "message": message}) + "\n")  # fmt: skip
+
+    outcome = _run(request, rank, work, progress)
+    _write(os.path.join(work, f"rank-{rank}.json"), outcome)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # No interpreter teardown: torch's took most of a second, and a peer may already be gone.
+    os._exit(0 if "result" in outcome else 1)
+
+
+def _run(request: dict, rank: int, work: str, progress) -> dict:
+    from .runner import Runner
+
+    root = os.path.abspath(request.get("project_root") or os.getcwd())
+    project = loader.Project(root=root, files={})
+    lockstep = None
+    try:
+        import torch
+
+        from .distributed import Lockstep
+
+        collectives.install(torch, project.is_project_file, project.relpath)
+        options = request.get("options") or {}
+        lockstep = Lockstep.start(
+            torch, request.get("backend") or "auto", float(options.get("collective_timeout_s", 300))
+        )
+        clock = lockstep.clock()
+        rank_request = dict(request, out_dir=os.path.join(work, f"rank-{rank}"))
+        if lockstep.dist_backend == "nccl" and not request.get("device"):
+            rank_request["device"] = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
+        result = Runner(rank_request, progress, lambda: False, lockstep=lockstep).run()
+        if result.get("error"):  # the user's code failed on this rank: the run fails
+            return _failure(result["error"], rank)
+        result["rank"] = rank
+        result["local_rank"] = int(os.environ.get("LOCAL_RANK", rank))
+        result["clock"] = clock
+        result["dist_backend"] = lockstep.dist_backend
+        return {"result": result}
+    except errors.AgentError as exc:
+        return _failure(exc.to_json(), rank)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        failure = errors.from_user_code(exc, project.is_project_file, project.relpath)
+        if failure.path is None:
+            failure = errors.AgentError(
+                "internal", f"trnlens rank {rank}: {type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+            )  # fmt: skip
+        return _failure(failure.to_json(), rank)
+
+
+def _failure(error: dict, rank: int) -> dict:
+    error = dict(error, rank=rank, failed_at=time.time())
+    if collectives.last_failure is not None:
+        name, path, line, seconds = collectives.last_failure
+        error["collective"] = {"name": name, "path": path, "line": line, "waited_s": seconds}
+    return {"error": error}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Merging ranks, on hand-made ranks: waits, busy time, the slowest rank, HTA's straggler
+ranking, and timelines put on one axis (one host, and several hosts with clock offsets)."""
+
+from __future__ import annotations
+
+import pytest
+from trnlens.agent import rankmerge
+
+
+def make_rank(rank, work_us, *, host="h", origin_us=0.0, offset_us=0.0, steps=3, end_skew=0.0):
+    """A rank whose step is ``work_us`` of compute then one all_reduce that ends, on the shared
+    clock, at ``end`` for every rank (the slowest rank's work plus 100 µs of transfer)."""
+    step_len = 10_000.0
+    spans, calls = [], []
+    for s in range(steps):
+        start = s * step_len - origin_us
+        end = start + 8_000 + end_skew * rank
+        spans.append([start, start + step_len - 10])
+        call_start = start + work_us
+        calls.append({"name": "all_reduce", "path": "m.py", "line": 7, "async": False,
+                      "step": s, "start_us": call_start, "dur_us": end - call_start})  # fmt: skip
+    return {
+        "rank": rank, "host": host, "artifacts": [{"kind": "chrome_trace", "path": "trace.json"}],
+        "wall_time_per_step_us": step_len, "warnings": [], "run_id": f"r{rank}",
+        "clock": {"host": host, "offset_us": offset_us, "spread_us": 5.0},
+        # this rank's profiler started origin_us after the shared zero (its times are relative)
+        "rank_timeline": {"trace_start_unix_us": 1e12 + origin_us + offset_us, "steps": spans,
+                          "collectives": calls},
+    }  # fmt: skip
+
+
+def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait():
+    merged = rankmerge.merge("run", [make_rank(0, 2_000), make_rank(1, 7_000, origin_us=300)])
+    rows = {r["rank"]: r for r in merged["ranks"]}
+    assert merged["slowest_rank"] == 1
+    assert rows[0]["collective_wait_per_step_us"] == pytest.approx(5_000)
+    assert rows[1]["collective_wait_per_step_us"] == 0
+    assert rows[0]["busy_time_per_step_us"] == pytest.approx(9_990 - 5_000)
+    (row,) = merged["collectives"]
+    assert (row["name"], row["path"], row["line"], row["calls_per_step"]) == (
+        "all_reduce", "m.py", 7, 1
+    )  # fmt: skip
+    assert merged["stragglers"]["ranking"] == [1, 0]
+    assert merged["stragglers"]["per_rank"][1]["late_start_us"] == pytest.approx(5_000)
+    assert merged["stragglers"]["trusted"]
+    assert [a["path"] for a in merged["artifacts"]] == ["rank-0/trace.json", "rank-1/trace.json"]
+
+
+def test_timelines_share_one_axis_on_one_host():
+    merged = rankmerge.merge("run", [make_rank(0, 2_000), make_rank(1, 7_000, origin_us=300)])
+    first = [t["steps"][0][0] for t in merged["rank_timelines"]]
+    assert first == pytest.approx([0.0, 0.0])  # both started step 0 at the same shared time
+
+
+def test_several_hosts_are_aligned_by_the_barrier_offsets():
+    # host b's clock runs 1 s ahead: its offset to rank 0, measured at the barriers, is removed
+    ranks = [make_rank(0, 2_000, host="a"), make_rank(1, 7_000, host="b", offset_us=1e6)]
+    merged = rankmerge.merge("run", ranks)
+    assert [t["steps"][0][0] for t in merged["rank_timelines"]] == pytest.approx([0.0, 0.0])
+    assert merged["stragglers"]["ranking"] == [1, 0]
+    assert merged["alignment"]["hosts"] == ["a", "b"]
+
+
+def test_a_late_start_ranking_is_not_trusted_when_the_collective_ends_far_apart():
+    ranks = [make_rank(r, 2_000 + 1_000 * r, end_skew=4_000) for r in range(3)]
+    merged = rankmerge.merge("run", ranks)
+    assert not merged["stragglers"]["trusted"]
+    assert any("not to be trusted" in w for w in merged["warnings"])
+
+
+def test_device_overlap_figures_reach_each_ranks_row():
+    figures = {"comm_kernel_time_per_step_us": 60.0, "overlapped_comm_per_step_us": 45.0,
+               "exposed_comm_per_step_us": 15.0, "overlap_share": 0.75}  # fmt: skip
+    ranks = [make_rank(0, 2_000), make_rank(1, 7_000)]
+    ranks[1]["rank_timeline"]["overlap"] = figures
+    rows = rankmerge.merge("run", ranks)["ranks"]
+    assert "exposed_comm_per_step_us" not in rows[0]  # no device kernels read on rank 0
+    assert {k: rows[1][k] for k in figures} == figures
+
+
+def test_a_warning_only_another_rank_saw_is_kept_with_its_rank():
+    ranks = [make_rank(0, 2_000), make_rank(1, 7_000)]
+    ranks[0]["warnings"] = ["the machine is busy (load 3.1 on 2 cores)"]
+    ranks[1]["warnings"] = ["the machine is busy (load 3.4 on 2 cores)", "no events recorded"]
+    warnings = rankmerge.merge("run", ranks)["warnings"]
+    assert warnings[:2] == [
+        "the machine is busy (load 3.1 on 2 cores)",
+        "rank 1: no events recorded",
+    ]

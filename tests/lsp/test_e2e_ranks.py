@@ -1,0 +1,50 @@
+"""End to end: a target with nproc_per_node 2; its lens offers the ranks, a click runs them, and
+the lens and each collective's line then show the ranks."""
+
+from __future__ import annotations
+
+import re
+
+from tests.ranks.conftest import IMBALANCED
+
+from .session import FAST, editor, workspace
+
+
+async def test_a_two_rank_target_shows_the_slowest_rank_on_the_lens_and_waits_on_the_line(
+    tmp_path,
+):
+    root = workspace(tmp_path)
+    (root / "ranks_step.py").write_text(IMBALANCED.lstrip("\n"), "utf-8")
+    text = (root / "ranks_step.py").read_text("utf-8")
+    reduce_line = next(i for i, line in enumerate(text.splitlines()) if "all_reduce(y)" in line)
+    options = {
+        **FAST,
+        "backend": "cpu",
+        "targets": {"two": {"kind": "local", "nproc_per_node": 2}},
+        "target": "two",
+    }
+    async with editor(root, options) as ed:
+        uri = ed.open("ranks_step.py")
+        lens = (await ed.lenses(uri))["step"]
+        assert lens.command.title == "▶ Profile on two (2 ranks)"
+        # The target picker says which target runs ranks, and the pick maps back to its name.
+        ed.pick = "two (2 ranks)"
+        picked = await ed.command("trnlens.server.selectTarget")
+        assert [a.title for a in ed.questions[-1].actions] == ["local", "two (2 ranks)"]
+        assert picked["target"] == "two"
+
+        _, end = await ed.profile(uri, "step")
+        assert "step" in end.message, end.message
+        title = (await ed.lenses(uri))["step"].command.title
+        assert re.search(
+            r" · 2 ranks · slowest rank 1 \(\+\d+%\) · \d+% in all_reduce · ", title
+        ), title
+
+        hints = [h for h in await ed.hints(uri) if h.position.line == reduce_line]
+        assert len(hints) == 1, hints
+        label = hints[0].label
+        assert re.fullmatch(
+            r"all_reduce: wait r0 [\d.]+ (ns|µs|ms|s) · r1 [\d.]+ (ns|µs|ms|s) "
+            r"\(in it: [\d.]+ (ns|µs|ms|s), [\d.]+ (ns|µs|ms|s) per step\)",
+            label,
+        ), label

@@ -1,0 +1,34 @@
+"""Two ranks on one SSH target (the test sshd): torchrun runs there, nothing installed, and the
+run comes back as one result with each rank's profile; nothing is left on the host."""
+
+from __future__ import annotations
+
+from tests.agent.conftest import line_of
+from tests.ranks.conftest import IMBALANCED, live_processes_naming
+from tests.targets.conftest import needs_sshd
+from tests.targets.test_ssh import profile, remote_runs, target
+
+pytestmark = needs_sshd
+
+
+def test_two_ranks_over_ssh(test_host, remote_python, tmp_path, ssh_cache):
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (root / "ranks_step.py").write_text(IMBALANCED.lstrip("\n"))
+    tgt = target(test_host, remote_python, tmp_path, nproc_per_node=2)
+    outcome, phases = profile(root, tgt, "ranks_step.py::step", steps=3, nproc_per_node=2)
+
+    assert outcome["error"] is None and outcome["target"] == "trn2-dev"
+    assert outcome["world_size"] == 2 and outcome["slowest_rank"] == 1
+    (collective,) = outcome["collectives"]
+    assert (collective["path"], collective["line"]) == (
+        "ranks_step.py",
+        line_of(root, "ranks_step.py", "dist.all_reduce(y)"),
+    )
+    assert any("rank 0:" in (p.get("message") or "") for p in phases)  # progress came back
+    run_dir = root / ".trnlens" / "artifacts" / outcome["run_id"]
+    for rank in (0, 1):
+        assert (run_dir / f"rank-{rank}" / "trace.json").stat().st_size > 0
+    assert remote_runs(tmp_path) == []
+    assert live_processes_naming(str(tmp_path / "remote work")) == []
