@@ -2,14 +2,18 @@
 
 Each takes one JSON object argument (a lens carries it, so any LSP editor can click it) and
 returns a JSON object. A refusal raises :class:`CommandError`, which the client receives as the
-command's error response, with a message saying what to do.
+command's error response, with a message saying what to do. That response is the only place a
+refusal is told: every LSP client shows a failed command's message (VS Code once, as one toast),
+so a ``window/showMessage`` beside it would say it twice.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from trnlens.lsp.analysis import RunFailed
 from trnlens.lsp.runs import RequestRefused
@@ -27,8 +31,32 @@ OPEN_EXPLORER = "trnlens.server.openExplorer"
 REPORT = "trnlens.server.report"
 
 
-class CommandError(Exception):
-    pass
+class CommandError(JsonRpcException):
+    """A refused command. A JsonRpcException, so that pygls answers with this message as it is
+    (any other exception's message starts with its class name, which no user should read).
+    ``data.severity``: "warning" for what the user can fix (the default), "error" for a run that
+    broke."""
+
+    CODE = -32000  # JSON-RPC's implementation-defined server error range: "refused, see message"
+
+    def __init__(self, message: str, severity: str = "warning"):
+        super().__init__(message, self.CODE, {"severity": severity})
+
+
+class _RefusalsAreNotCrashes(logging.Filter):
+    """pygls logs every error response with a traceback; a refusal is an answer, not a crash:
+    logged in one line at INFO instead (the client shows the message to the user)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, CommandError):
+            record.exc_info = None
+            record.msg, record.args = "refused: %s", (error.message,)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_RefusalsAreNotCrashes())
 
 
 def _argument(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -48,7 +76,6 @@ async def profile(server: TrnlensServer, *args: Any) -> dict:
     try:
         return await server.runs.profile(uri, qualname, arg.get("target"))
     except RequestRefused as exc:
-        server.show(f"trnlens: {exc}", types.MessageType.Error)
         raise CommandError(str(exc)) from None
 
 
@@ -71,10 +98,9 @@ async def _compare(server: TrnlensServer, name: str, arg: dict, with_code: bool)
     code = arg.get("code") if with_code else None
     try:
         return await server.analysis.compare(uri, qualname, arg.get("target"), code)
-    except RunFailed as exc:
-        raise CommandError(str(exc)) from None
+    except RunFailed as exc:  # it ran and failed: the answer says so (runs._fail did not)
+        raise CommandError(str(exc), exc.severity) from None
     except RequestRefused as exc:
-        server.show(f"trnlens: {exc}", types.MessageType.Error)
         raise CommandError(str(exc)) from None
 
 
@@ -186,7 +212,6 @@ async def open_explorer(server: TrnlensServer, *args: Any) -> dict:
         )
     except (KeyError, TargetError, ExplorerError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, KeyError) else str(exc)
-        server.show(f"trnlens: {message}", types.MessageType.Error)
         raise CommandError(message) from None
     server.show(f"trnlens: {opened.message}")
     window = server.client_capabilities.window
@@ -209,7 +234,6 @@ async def report(server: TrnlensServer, *args: Any) -> dict:
     try:
         return await run_report.report(server, _argument(args))
     except run_report.ReportRefused as exc:
-        server.show(f"trnlens: {exc}", types.MessageType.Error)
         raise CommandError(str(exc)) from None
 
 

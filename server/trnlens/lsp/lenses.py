@@ -20,7 +20,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from trnlens.lsp import compiled, format, run_findings
+from trnlens.lsp import compiled, format, missing_inputs, run_findings
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.placement import wants_lens
 from trnlens.results import Result
@@ -46,7 +46,10 @@ class LensCache:
         self, doc: ProfiledDocument, target: str, placement: str, pending: frozenset[str]
     ) -> list[dict]:
         """``pending``: qualnames with a queued or running job in this document."""
-        key = (doc.generation, target, placement, frozenset(doc.placements), pending)
+        key = (
+            doc.generation, target, placement, frozenset(doc.placements),
+            frozenset(doc.inputs_failures), pending,
+        )  # fmt: skip
         cached = self._by_uri.get(doc.uri)
         # The text object is replaced on every edit: identity says "same version", for free.
         if cached is not None and cached[0] is doc.text and cached[1] == key:
@@ -70,12 +73,14 @@ def code_lenses(
     lenses = []
     for symbol in analysis.symbols.values():
         qualname = symbol.qualname
-        figures = qualname in doc.placements or qualname in pending
+        figures = (
+            qualname in doc.placements or qualname in pending or qualname in doc.inputs_failures
+        )
         if not figures and not wants_lens(
             qualname, symbol.kind, symbol.suggested, analysis.modules, placement
         ):
             continue
-        line = analysis.def_line_now(symbol)
+        line = analysis.header_line_now(symbol)
         if line is None:
             continue
         position = {"line": line, "character": symbol.def_column}
@@ -125,6 +130,10 @@ def _title(
     title = _plain_title(target)
     placement = doc.placements.get(qualname)
     if placement is None:
+        # the last click stopped for want of inputs: say so where the user clicked
+        needs = qualname in doc.inputs_failures
+        if needs and not missing_inputs.has_inputs_directive(doc, qualname):
+            return f"{title} · failed: needs inputs"
         return title
     result = placement.result
     parts = [title]

@@ -38,7 +38,7 @@ def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
     lenses = []
     for qualname, placement in doc.placements.items():
         symbol = analysis.symbols.get(qualname)
-        line = analysis.def_line_now(symbol) if symbol else None
+        line = analysis.header_line_now(symbol) if symbol else None
         if line is None:
             continue
         position = types.Position(line, symbol.def_column)

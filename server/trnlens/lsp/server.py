@@ -29,6 +29,7 @@ from trnlens.lsp import (
     hints,
     hovers,
     lenses,
+    missing_inputs,
     run_findings,
     wire,
 )
@@ -57,6 +58,7 @@ class TrnlensServer(LanguageServer):
         self.diagnostics.register("profile.failures", diagnostics.failures)
         self.diagnostics.register("profile.compile", compiled.diagnostics)
         self.diagnostics.register("profile.findings", run_findings.provider)
+        self.diagnostics.register("profile.inputs", missing_inputs.provider)
         self.analysis = AnalysisService(self)
         self.lenses = lenses.LensCache()
         self.diagnostics.register("analysis", self.analysis.provider)
@@ -273,7 +275,12 @@ def create_server() -> TrnlensServer:
             return
         text = ls.workspace.get_text_document(doc.uri).source
         doc.update(text, list(params.content_changes))
-        ls.publish(doc.uri)
+        if doc.restore_matching():  # an Undo: the run that measured this text is shown again
+            ls.refresh_lenses()
+            ls.refresh_hints()
+            ls.publish(doc.uri, force=True)
+        else:
+            ls.publish(doc.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     @_guard(None)
@@ -318,7 +325,11 @@ def create_server() -> TrnlensServer:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None:
             return []
-        return actions.code_actions(ls, doc, params) + run_findings.code_actions(doc, params)
+        return (
+            missing_inputs.code_actions(doc, params)
+            + actions.code_actions(ls, doc, params)
+            + run_findings.code_actions(doc, params)
+        )
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     @_guard([])
