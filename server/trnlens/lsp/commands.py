@@ -112,12 +112,14 @@ async def cancel(server: TrnlensServer, *args: Any) -> dict:
 
 
 async def select_target(server: TrnlensServer, *args: Any) -> dict:
-    """{target?} -> {target, targets}. Without a name, asks the user when the client can."""
+    """{target?, ask?} -> {target, targets}. Without a name, asks the user when the client can
+    (``window/showMessageRequest``, buttons); ``ask: false`` only lists, for a client that asks
+    in its own way (VS Code's extension: a Quick Pick, then this command with the name)."""
     arg = _argument(args)
     settings = server.config.settings_for(server.default_root())
     names = sorted(settings.targets)
     chosen = arg.get("target")
-    if chosen is None and _can_ask(server):
+    if chosen is None and arg.get("ask", True) is not False and _can_ask(server):
         answer = await server.window_show_message_request_async(
             types.ShowMessageRequestParams(
                 type=types.MessageType.Info,
