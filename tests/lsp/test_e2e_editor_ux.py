@@ -129,5 +129,10 @@ async def test_editing_the_inputs_factory_makes_the_run_stale(tmp_path):
         uri = ed.open()
         await ed.profile(uri, "rmsnorm_fused")
         assert "stale" not in (await ed.lenses(uri))["rmsnorm_fused"].command.title
+        # (and Neuron Explorer says why a CPU run has nothing to show, before reaching any host)
+        with pytest.raises(JsonRpcException, match="ran on CPU, so it has no Neuron profile"):
+            await ed.command(
+                "trnlens.server.openExplorer", {"uri": uri, "qualname": "rmsnorm_fused"}
+            )
         ed.edit(uri, factory + 1, 0, "    torch.manual_seed(0)\n")
         assert "stale" in (await ed.lenses(uri))["rmsnorm_fused"].command.title

@@ -198,6 +198,14 @@ async def open_explorer(server: TrnlensServer, *args: Any) -> dict:
         run = store.get(ids[0])
     elif isinstance(qualname, str) and relpath and store is not None:
         run = store.latest(relpath, qualname)
+    if run is not None and run.get("backend") != "neuron":
+        # said before reaching for the host: a CPU or CUDA run has no NEFF/NTFF to ingest
+        backend = str(run.get("backend") or "unknown").upper()
+        which = f"the latest run of {qualname}" if run_id is None else f"run {run_id}"
+        raise CommandError(
+            f"{which} ran on {backend}, so it has no Neuron profile to open: Neuron Explorer "
+            'shows runs made on Trainium (trnlens.backend "neuron" on a Trainium target)'
+        )
     settings = server.config.settings_for(root)
     try:
         target = _build_target(
