@@ -72,6 +72,17 @@ describe('middleware', () => {
     assert.deepEqual(record.failures, [['trnlens.server.measureFix', refusal]]);
   });
 
+  it('gives a shortened lens its whole title as the tooltip', async () => {
+    const resolve = middleware(deps(true).value).resolveCodeLens!;
+    const full = '▶ Profile · 1.84 ms NEURON · 6 dispatches · MFU 31% · −42% vs previous · 2 min ago · on trn2';
+    const shortened = { range: {}, command: { title: '▶ Profile · 1.84 ms NEURON · 6 dispatches', command: 'x' }, data: { tooltip: full } };
+    const got = (await resolve(shortened as never, token, async (lens) => lens)) as { command: { tooltip?: string } };
+    assert.equal(got.command.tooltip, full);
+    const plain = { range: {}, command: { title: '▶ Profile', command: 'x' }, data: {} };
+    const same = (await resolve(plain as never, token, async (lens) => lens)) as { command: { tooltip?: string } };
+    assert.equal(same.command.tooltip, undefined);
+  });
+
   it('answers the trnlens section itself and leaves other sections to VS Code', async () => {
     const configuration = middleware(deps(true).value).workspace!.configuration!;
     const asked: unknown[] = [];

@@ -115,9 +115,38 @@ def resolve(
     else:
         if target != LOCAL:
             arguments["target"] = target
-        title = _title(doc, qualname, target, history) if doc else _plain_title(target)
-        command = types.Command(title=title, command=PROFILE, arguments=[arguments])
+        full = _title(doc, qualname, target, history) if doc else _plain_title(target)
+        title = fit(full)
+        tooltip = full if title != full else None
+        command = types.Command(
+            title=title, command=PROFILE, arguments=[arguments], tooltip=tooltip
+        )
+        if tooltip is not None and isinstance(lens.data, dict):
+            # vscode-languageclient drops a Command's tooltip: its middleware reads it here
+            return types.CodeLens(lens.range, command, {**lens.data, "tooltip": tooltip})
     return types.CodeLens(range=lens.range, command=command, data=lens.data)
+
+
+LENS_CHARS = 80  # a lens sits above code: as wide as an 80-column line, not past the edge
+# What goes first when a title is too long (the rest stays in the lens's tooltip).
+# " CPU": the host's wall time per step, beside the op time that says more.
+_DROP_FIRST = ("on ", "MFU ", "vs ", " ago", "just now", " CPU")
+
+
+def fit(title: str, limit: int = LENS_CHARS) -> str:
+    """``title`` shortened toward ``limit`` characters by leaving out its least telling parts
+    (the target, MFU, the change against the baseline, the age, the host's wall time), never
+    the op time, dispatches, stale or compile figures: a title of those alone may stay longer."""
+    parts = title.split(" · ")
+    for marker in _DROP_FIRST:
+        if len(" · ".join(parts)) <= limit:
+            break
+        parts = [
+            p
+            for i, p in enumerate(parts)
+            if i < 2 or not (p.startswith(marker) or p.endswith(marker) or f" {marker}" in p)
+        ]
+    return " · ".join(parts)
 
 
 def _plain_title(target: str) -> str:

@@ -346,7 +346,9 @@ def create_server() -> TrnlensServer:
         if doc is None:
             return None
         store = ls.store(doc.root)
-        return hovers.hover(doc, params.position, store.artifacts if store else None)
+        general = ls.client_capabilities.general
+        pad = bool(general and general.markdown)  # a declared Markdown parser renders &nbsp;
+        return hovers.hover(doc, params.position, store.artifacts if store else None, pad)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def progress_cancel(ls: TrnlensServer, params: types.WorkDoneProgressCancelParams):
