@@ -34,6 +34,18 @@ export function middleware(deps: MiddlewareDeps): Middleware {
       return visibleLenses(lenses ?? undefined, deps.isTrusted());
     },
 
+    async resolveCodeLens(lens, token, next) {
+      // The server shortens a long lens title to fit above the code and sends the whole of it
+      // as the command's tooltip (LSP 3.18), which vscode-languageclient drops: put it back.
+      const resolved = await next(lens, token);
+      // vscode-languageclient's ProtocolCodeLens keeps the server's `data`
+      const full = (resolved as { data?: { tooltip?: unknown } } | null | undefined)?.data?.tooltip;
+      if (resolved?.command !== undefined && typeof full === 'string') {
+        resolved.command.tooltip = full;
+      }
+      return resolved;
+    },
+
     async executeCommand(command, args, next) {
       // A lens click, a code action or any executeCommand of a server command lands here.
       // A failure is told here, once, and the command then resolves: rejecting would make

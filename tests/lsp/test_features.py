@@ -193,6 +193,7 @@ def test_a_long_lens_title_fits_by_leaving_out_its_least_telling_parts():
     )
     short = lenses.fit(full)
     assert short == "▶ Profile on trn2 · 1.84 ms NEURON · 6 dispatches · −42% vs previous"
+    assert "vs previous" in lenses.fit(full, limit=20)  # the change is never left out
     assert len(short) <= lenses.LENS_CHARS
     kept = "▶ Profile · 1.84 ms CPU · 2 min ago"
     assert lenses.fit(kept) == kept

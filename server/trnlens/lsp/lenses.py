@@ -130,14 +130,14 @@ def resolve(
 LENS_CHARS = 80  # a lens sits above code: as wide as an 80-column line, not past the edge
 # What goes first when a title is too long (the rest stays in the lens's tooltip).
 # " CPU": the host's wall time per step, beside the op time that says more.
-_DROP_FIRST = ("on ", "MFU ", " ago", "just now", " CPU", "vs ")
+_DROP_FIRST = ("on ", "MFU ", " ago", "just now", " CPU")
 
 
 def fit(title: str, limit: int = LENS_CHARS) -> str:
     """``title`` shortened toward ``limit`` characters by leaving out its least telling parts
-    (the target, MFU, the age, the host's wall time, the change against the baseline), never
-    the op time, dispatches, stale, a regression or compile figures: a title of those alone may
-    stay longer."""
+    (the target, MFU, the age, the host's wall time), never the op time, dispatches, stale, the
+    change against the baseline or the compile figures: a title of those alone may stay
+    longer."""
     parts = title.split(" · ")
     for marker in _DROP_FIRST:
         if len(" · ".join(parts)) <= limit:
@@ -145,10 +145,7 @@ def fit(title: str, limit: int = LENS_CHARS) -> str:
         parts = [
             p
             for i, p in enumerate(parts)
-            # a regression is never left out: it is what the lens is there to say
-            if i < 2
-            or "regression" in p
-            or not (p.startswith(marker) or p.endswith(marker) or f" {marker}" in p)
+            if i < 2 or not (p.startswith(marker) or p.endswith(marker) or f" {marker}" in p)
         ]
     return " · ".join(parts)
 
