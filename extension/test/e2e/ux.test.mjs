@@ -9,8 +9,11 @@
 //   report:  a comparison's report in a 500 px wide panel: no horizontal scroll, the speed-up
 //            column in view, the tab titled by the function.
 //
+//   also:    Select Target is a Quick Pick; the Output channel logs each run's outcome.
+//
 // Screenshots (TRNLENS_E2E_ARTIFACTS, default test/e2e/artifacts): ux-cancelled, ux-missing-inputs,
-// ux-quick-fix, ux-undo, ux-explorer-refusal, ux-report-500px (and ux-*-failure on a failure).
+// ux-quick-fix, ux-undo, ux-explorer-refusal, ux-select-target, ux-output, ux-report-500px (and
+// ux-*-failure on a failure).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -66,7 +69,8 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
     assert.ok(existsSync(PYTHON), `no interpreter at ${PYTHON}`);
     mkdirSync(ARTIFACTS, { recursive: true });
     for (const name of ['ux-cancelled', 'ux-missing-inputs', 'ux-quick-fix', 'ux-undo',
-      'ux-explorer-refusal', 'ux-report-500px', 'ux-runs-failure', 'ux-report-failure']) {
+      'ux-explorer-refusal', 'ux-select-target', 'ux-output', 'ux-report-500px', 'ux-runs-failure',
+      'ux-report-failure']) {
       rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
     }
     browser = await launchBrowser();
@@ -212,6 +216,23 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
       assert.match(refusal[0], /ran on CPU, so it has no Neuron profile to open/);
       assert.doesNotMatch(refusal[0], CLASS_NAME);
       await page.screenshot({ path: join(ARTIFACTS, 'ux-explorer-refusal.png') });
+
+      // 6. Select Target is a Quick Pick; the Output channel tells every run's outcome.
+      await clearNotifications(page, runPaletteCommand);
+      await runPaletteCommand(page, 'trnlens: Select Target');
+      const pick = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'local' }).first();
+      await pick.waitFor({ timeout: 30_000 });
+      assert.match(await page.locator('.quick-input-widget').innerText(), /Profile on which target\? \(now: local\)/);
+      await page.screenshot({ path: join(ARTIFACTS, 'ux-select-target.png') });
+      await page.keyboard.press('Escape');
+      await runPaletteCommand(page, 'trnlens: Show Log');
+      const output = page.locator('.part.panel .monaco-editor .view-lines').first();
+      const logged = await waitFor('the runs in the Output channel', async () => {
+        const text = (await output.innerText().catch(() => '')).replace(/\u00a0/g, ' ');
+        return /slow: cancelled/.test(text) && /scale: failed/.test(text) && /scale: done/.test(text) ? text : null;
+      }, 30_000);
+      assert.doesNotMatch(logged, /running again/); // the first start is a start
+      await page.screenshot({ path: join(ARTIFACTS, 'ux-output.png') });
     });
   });
 
