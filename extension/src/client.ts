@@ -74,6 +74,8 @@ export class ServerManager {
   private latest: ClientLike | undefined;
   private problem: string | undefined = 'the trnlens server has not started yet';
   private stopping = false;
+  /** The client whose start() is being awaited: its first RUNNING is not a comeback. */
+  private starting: ClientLike | undefined;
   private queue: Promise<void> = Promise.resolve();
   private restartTimer: ReturnType<typeof setTimeout> | undefined;
 
@@ -174,6 +176,7 @@ export class ServerManager {
     const client = this.deps.createClient(spec);
     this.latest = client;
     client.onDidChangeState((event) => this.clientStateChanged(client, event.newState));
+    this.starting = client;
     try {
       await client.start();
     } catch (error) {
@@ -181,9 +184,12 @@ export class ServerManager {
       this.deps.log.error(this.problem);
       this.deps.onState('unavailable', this.problem);
       return;
+    } finally {
+      this.starting = undefined;
     }
     this.client = client;
     this.problem = undefined;
+    this.deps.log.info('the server is running');
     this.deps.onState('running');
   }
 
@@ -191,7 +197,7 @@ export class ServerManager {
     if (client !== this.latest || this.stopping) {
       return;
     }
-    if (state === RUNNING && this.client === undefined) {
+    if (state === RUNNING && this.client === undefined && this.starting !== client) {
       // vscode-languageclient restarts a server that dies, also one whose first start failed
       // (seen when the package was being reinstalled): take it back.
       this.client = client;

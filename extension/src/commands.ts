@@ -2,7 +2,8 @@
 // means (the function at the cursor, a picked one, the active file) and forwards it to a server
 // command (`trnlens.server.*`); the server does the work and reports back through lenses,
 // hints, diagnostics, progress and messages.
-import { describe, type ServerManager } from './client';
+import type { ServerManager } from './client';
+import { reportFailure } from './failures';
 import { profilableAt, profilables, type Profilable, type WireCodeLens } from './functions';
 import { UntrustedError } from './trust';
 import type { ExplorerOpened } from './urls';
@@ -27,9 +28,6 @@ export const SERVER = {
   openExplorer: 'trnlens.server.openExplorer',
   clearResults: 'trnlens.server.clearResults',
 } as const;
-
-/** Commands whose server side shows its own errors (refusals and failed runs). */
-const SERVER_SHOWS_ERRORS = new Set<string>([COMMANDS.profileFunction, COMMANDS.profile, COMMANDS.compare]);
 
 export interface CommandDeps {
   server: Pick<ServerManager, 'executeCommand' | 'request' | 'supports' | 'restart'>;
@@ -72,23 +70,15 @@ async function reportingErrors(deps: CommandDeps, id: string, handler: () => Pro
   try {
     await handler();
   } catch (error) {
-    deps.log.error(`${id}: ${describe(error)}`);
     if (error instanceof UntrustedError) {
+      deps.log.warn(`${id}: ${error.message}`);
       void api.showWarningMessage(error.message);
-    } else if (!(isResponseError(error) && SERVER_SHOWS_ERRORS.has(id))) {
-      // The server tells the user itself why a run was refused or failed (window/showMessage);
-      // other failures are ours to report.
-      void api.showErrorMessage(`trnlens: ${describe(error)}`, 'Show Log').then((choice) => {
-        if (choice === 'Show Log') {
-          deps.log.show();
-        }
-      });
+    } else {
+      // The server's refusals come back as the command's error answer, never also as a message:
+      // this is the one notification.
+      reportFailure(deps.log, id, error);
     }
   }
-}
-
-function isResponseError(error: unknown): boolean {
-  return typeof (error as { code?: unknown } | undefined)?.code === 'number';
 }
 
 // -- profile
@@ -187,12 +177,29 @@ async function functionForCommand(
 
 // -- target, results
 export async function selectTarget(deps: CommandDeps): Promise<void> {
-  // The server knows every target (settings, pyproject.toml, trust) and asks the user itself.
+  // The server knows every target (settings, pyproject.toml, trust); VS Code asks with a Quick
+  // Pick, as the Python extension's interpreter picker does (`ask: false`: the server only lists).
+  const listed = await deps.server.executeCommand<{ target: string; targets: string[] }>(
+    SERVER.selectTarget,
+    { ask: false },
+  );
+  const chosen = await api.showQuickPick(
+    listed.targets.map((name) => ({
+      label: name,
+      description: name === listed.target ? 'current' : '',
+      name,
+    })),
+    `Profile on which target? (now: ${listed.target})`,
+  );
+  if (chosen === undefined || chosen.name === listed.target) {
+    return;
+  }
   const answer = await deps.server.executeCommand<{ target: string; targets: string[] }>(
     SERVER.selectTarget,
-    {},
+    { target: chosen.name },
   );
   deps.setTarget(answer.target);
+  deps.log.info(`target: ${answer.target}`);
 }
 
 export async function clearResults(deps: CommandDeps): Promise<void> {

@@ -12,6 +12,7 @@ import {
 import { probe } from './installcheck';
 import { createLanguageClient } from './languageclient';
 import { middleware } from './middleware';
+import { reportFailure } from './failures';
 import { reportServerProblem } from './problems';
 import { chooseInterpreter, PYTHON_EXTENSION_ID, type PythonEnvironments } from './python';
 import { ReportView, SERVER_REPORT, type ReportAnswer } from './report';
@@ -43,6 +44,16 @@ export async function activate(context: ExtensionContextLike): Promise<void> {
   });
   context.subscriptions.push(statusbar);
   runs.onDidChange(() => statusbar.update(runs.current()));
+  // The Output channel tells every run's outcome, whatever started it (lens, palette, another
+  // client of the same server): what a user looks for after a toast went away.
+  runs.onDidEnd((run) => {
+    const line = `${run.qualname}: ${run.state}${run.message ? ` (${run.message})` : ''}`;
+    if (run.state === 'failed') {
+      log.warn(line);
+    } else {
+      log.info(line);
+    }
+  });
 
   const opener = new UrlOpener({
     asExternalUri: api.asExternalUri,
@@ -83,6 +94,7 @@ export async function activate(context: ExtensionContextLike): Promise<void> {
           openExternal: (url) => opener.showDocument(url),
           refuseUntrusted: () => void api.showWarningMessage(UNTRUSTED_MESSAGE),
           showReport: (argument) => reports.show(argument),
+          reportFailure: (command, error) => reportFailure(log, command, error),
         }),
       }),
     isTrusted: api.isWorkspaceTrusted,

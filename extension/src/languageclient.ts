@@ -7,6 +7,7 @@ import {
   type Middleware,
 } from 'vscode-languageclient/node';
 import type { ClientLike, ServerSpec } from './client';
+import { quietNormalExit } from './logfilter';
 import type { LogOutputChannel } from 'vscode';
 
 export interface ClientSettings {
@@ -26,7 +27,7 @@ export function createLanguageClient(spec: ServerSpec, settings: ClientSettings)
     initializationOptions: () => ({ trusted: settings.trusted() }),
     middleware: settings.middleware,
     // The server's stderr (its log) and the protocol trace go to the trnlens log channel.
-    outputChannel: settings.log,
+    outputChannel: quietNormalExit(settings.log),
     traceOutputChannel: settings.log,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
     // Hovers link to the run report (a command link); no other command runs from Markdown.

@@ -3,7 +3,7 @@
 // status bar, and external URLs through asExternalUri.
 import type { Middleware } from 'vscode-languageclient/node';
 import type { ProgressValue, RunTracker } from './runstate';
-import { runsCode, UntrustedError, visibleLenses } from './trust';
+import { runsCode, visibleLenses } from './trust';
 import { SECTION } from './configuration';
 import { REPORT as SERVER_REPORT } from './functions';
 
@@ -18,6 +18,8 @@ export interface MiddlewareDeps {
   refuseUntrusted(): void;
   /** Shows the run report in a webview (a lens or hover link asking the server to show it). */
   showReport(argument: object): Promise<unknown>;
+  /** Logs a failed server command and tells the user, once (see failures.reportFailure). */
+  reportFailure(command: string, error: unknown): void;
 }
 
 const NEVER_CANCELLED = {
@@ -32,19 +34,38 @@ export function middleware(deps: MiddlewareDeps): Middleware {
       return visibleLenses(lenses ?? undefined, deps.isTrusted());
     },
 
-    executeCommand(command, args, next) {
-      // A lens click or any executeCommand of a server command lands here.
+    async resolveCodeLens(lens, token, next) {
+      // The server shortens a long lens title to fit above the code and sends the whole of it
+      // as the command's tooltip (LSP 3.18), which vscode-languageclient drops: put it back.
+      const resolved = await next(lens, token);
+      // vscode-languageclient's ProtocolCodeLens keeps the server's `data`
+      const full = (resolved as { data?: { tooltip?: unknown } } | null | undefined)?.data?.tooltip;
+      if (resolved?.command !== undefined && typeof full === 'string') {
+        resolved.command.tooltip = full;
+      }
+      return resolved;
+    },
+
+    async executeCommand(command, args, next) {
+      // A lens click, a code action or any executeCommand of a server command lands here.
+      // A failure is told here, once, and the command then resolves: rejecting would make
+      // VS Code show a second notification of its own (lens clicks and code actions do).
       if (runsCode(command) && !deps.isTrusted()) {
         deps.refuseUntrusted();
-        return Promise.reject(new UntrustedError());
+        return undefined;
       }
-      // The report lens and hover link ask the server to show the page (a browser, for any
-      // LSP editor); in VS Code it opens in a webview beside the code instead.
-      const argument = args[0] as { show?: unknown } | undefined;
-      if (command === SERVER_REPORT && argument?.show === true) {
-        return deps.showReport(argument);
+      try {
+        // The report lens and hover link ask the server to show the page (a browser, for any
+        // LSP editor); in VS Code it opens in a webview beside the code instead.
+        const argument = args[0] as { show?: unknown } | undefined;
+        if (command === SERVER_REPORT && argument?.show === true) {
+          return await deps.showReport(argument);
+        }
+        return await next(command, args);
+      } catch (error) {
+        deps.reportFailure(command, error);
+        return undefined;
       }
-      return next(command, args);
     },
 
     handleWorkDoneProgress(token, params, next) {

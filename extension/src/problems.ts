@@ -1,6 +1,6 @@
 // Telling the user that the chosen interpreter cannot run the server, with a way out: the exact
 // pip command (run in a terminal or copied), or choosing another interpreter.
-import { pipCommand, type Probe } from './installcheck';
+import { installCommand, type Probe } from './installcheck';
 import * as api from './vscodeapi';
 
 export const ACTIONS = {
@@ -30,9 +30,11 @@ export async function reportServerProblem(
   const choice = await api.showErrorMessage(message, ...actions);
   switch (choice) {
     case ACTIONS.install: {
-      api.runInTerminal('trnlens: install', pipCommand(python));
+      api.runInTerminal('trnlens: install', installCommand(python, found));
       const after = await api.showInformationMessage(
-        'When pip has finished, restart the trnlens server.',
+        found.kind === 'missing' && found.managed
+          ? 'When pip has finished, choose .venv/bin/python as the interpreter (trnlens restarts).'
+          : 'When pip has finished, restart the trnlens server.',
         ACTIONS.restart,
       );
       if (after === ACTIONS.restart) {
@@ -41,7 +43,7 @@ export async function reportServerProblem(
       break;
     }
     case ACTIONS.copy:
-      await api.writeClipboard(pipCommand(python));
+      await api.writeClipboard(installCommand(python, found));
       break;
     case ACTIONS.choose:
       // The Python extension's picker when it is there (the server follows its choice), else

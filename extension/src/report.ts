@@ -16,6 +16,8 @@ export interface ReportAnswer {
   root: string;
   runIds: string[];
   reused: boolean;
+  /** The tab's title (`Report f`, `Compare f (3 variants)`); older servers send none. */
+  title?: string;
 }
 
 export interface ReportDeps {
@@ -35,7 +37,9 @@ export class ReportView {
     // `show: false`: the server must not also open it in a browser.
     const answer = await this.deps.execute({ ...argument, show: false });
     const html = await (this.deps.read ?? ((path) => readFile(path, 'utf8')))(answer.path);
-    const title = `Report ${answer.runIds.length > 1 ? `(${answer.runIds.length} variants)` : answer.runIds[0]}`;
+    const title =
+      answer.title ??
+      `Report ${answer.runIds.length > 1 ? `(${answer.runIds.length} variants)` : answer.runIds[0]}`;
     if (this.panel === undefined) {
       const panel = api.createReportPanel(title);
       panel.onMessage((message) => void this.handle(message));

@@ -41,9 +41,15 @@ export class RunTracker {
   private readonly runs = new Map<string, RunState>();
   private lastEnded: RunState | undefined;
   private readonly listeners: Array<() => void> = [];
+  private readonly ends: Array<(run: RunState) => void> = [];
 
   onDidChange(listener: () => void): void {
     this.listeners.push(listener);
+  }
+
+  /** Called once per run that ended (done, failed or cancelled), before onDidChange. */
+  onDidEnd(listener: (run: RunState) => void): void {
+    this.ends.push(listener);
   }
 
   /** Feeds one `$/progress` value. Progress that is not a profile run is ignored. */
@@ -76,6 +82,7 @@ export class RunTracker {
         run.ended = true;
         this.runs.delete(key);
         this.lastEnded = run;
+        this.ends.forEach((listener) => listener(run));
       }
     }
     this.listeners.forEach((listener) => listener());

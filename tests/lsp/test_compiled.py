@@ -94,7 +94,9 @@ def test_lens_and_hover_show_compile_time_and_graphs():
     assert compiled.lens_text(result) == "compiled in 4.50 s · 2 graphs · 1 break"
     hover = "\n".join(compiled.hover_lines(result))
     assert "first call compile: tracing 500 ms, backend 4.00 s" in hover
-    assert "| 1 | `m.py:5` | 1: sin |" in hover and "| 2 | `m.py:7` | 2: add, cos |" in hover
+    assert "| 1 | `m.py:5` | 1 |" in hover and "| 2 | `m.py:7` | 2 |" in hover
+    # op names under the table, one graph a line: no cell wraps mid-name in a narrow hover
+    assert "graph 1: sin" in hover and "graph 2: add, cos" in hover
 
 
 def test_static_hints_are_confirmed_or_cleared_by_the_compiled_run():

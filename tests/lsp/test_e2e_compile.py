@@ -49,13 +49,17 @@ async def test_compiled_run_shows_the_break_its_graphs_and_confirms_the_hint(tmp
         assert "confirmed by the compiled run (just now)" in confirmed.message
         assert ed.diagnostics(uri, "recompile") == []  # same inputs every step
 
-        title = (await ed.lenses(uri))["rmsnorm_logged"].command.title
-        assert re.search(r"· compiled in [\d.]+ (ms|s) · 2 graphs · 1 break · just now$", title)
+        command = (await ed.lenses(uri))["rmsnorm_logged"].command
+        # a long title leaves out the age (lenses.fit); the tooltip keeps the whole of it
+        full = command.tooltip or command.title
+        assert re.search(r"· compiled in [\d.]+ (ms|s) · 2 graphs · 1 break · just now$", full)
+        assert re.search(r"· compiled in [\d.]+ (ms|s) · 2 graphs · 1 break", command.title)
 
         body = (await ed.hover(uri, def_line)).contents.value
         assert "**torch.compile**" in body and "| graph | where | ops |" in body
-        assert re.search(r"\| 1 \| `graph_break.py:\d+` \| 2: pow, mean \|", body), body
-        assert re.search(r"\| 2 \| `graph_break.py:\d+` \| 4: add, rsqrt, mul, mul \|", body)
+        assert re.search(r"\| 1 \| `graph_break.py:\d+` \| 2 \|", body), body
+        assert re.search(r"\| 2 \| `graph_break.py:\d+` \| 4 \|", body)
+        assert "graph 1: pow, mean" in body and "graph 2: add, rsqrt, mul, mul" in body
 
         # The break follows an edit above it.
         ed.edit(uri, 0, 0, "# a new first line\n")

@@ -27,9 +27,10 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
         lenses = await ed.lenses(uri)
         # Functions using torch or with a directive, the nn.Module class and its forward; not
         # its __init__ (trnlens.lenses.placement "all" brings that back), not the plain class.
+        # Not small_inputs either: a `# trnlens: inputs=` directive names it, so it builds
+        # test data; profiling it would measure randn.
         assert set(lenses) == {
-            "small_inputs", "rmsnorm_naive", "rmsnorm_fused", "broken", "sleepy",
-            "Block", "Block.forward",
+            "rmsnorm_naive", "rmsnorm_fused", "broken", "sleepy", "Block", "Block.forward",
         }  # fmt: skip
         assert lenses["rmsnorm_naive"].range.start.line == NAIVE_DEF
         assert lenses["rmsnorm_naive"].command.title == "▶ Profile"
@@ -67,7 +68,11 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
 
         # Hotspot diagnostics (default threshold 20%) on the lines above the threshold.
         hot = ed.diagnostics(uri, "hotspot")
-        assert hot and all(d.severity == types.DiagnosticSeverity.Information for d in hot)
+        # Hints: a hot line is no problem (kept out of VS Code's Problems), and none where a
+        # finding already sits on the line (it carries the measured figures itself)
+        assert hot and all(d.severity == types.DiagnosticSeverity.Hint for d in hot)
+        found = {d.range.start.line for d in ed.diagnostics(uri) if d.code != "hotspot"}
+        assert not found & {d.range.start.line for d in hot}
         assert {d.range.start.line for d in hot} <= {NAIVE_POW, NAIVE_RSQRT}
         for d in hot:
             share = int(d.message.split("%")[0])
@@ -79,7 +84,9 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
         # Hover on a measured line: its ops; on the def line: the run's ops and provenance.
         hover = await ed.hover(uri, NAIVE_POW)
         body = hover.contents.value
-        assert "| op | calls | CPU | CPU (ops) | shapes |" in body
+        # CPU backend: op time is CPU time, one column (pytest-lsp declares no Markdown parser:
+        # no &nbsp; padding)
+        assert "| op | calls | CPU | shapes |" in body
         assert "`aten::pow`" in body and "`aten::mean`" in body and "aten::rsqrt" not in body
         assert "backend `cpu`" in body and "target `local`" in body and "mode `inference`" in body
         trace = re.search(r"\[chrome trace\]\((file://[^)]+)\)", body)

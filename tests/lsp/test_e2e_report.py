@@ -45,6 +45,7 @@ async def test_report_lens_hover_link_and_command_after_a_run(tmp_path):
         page = Path(answer["path"])
         assert page.is_file() and page.name == "report.html"
         assert answer["runIds"] == [argument["runId"]] and answer["root"] == str(root)
+        assert answer["title"] == f"Report {argument['qualname']}"  # a tab by function
         assert "aten::pow" in page.read_text("utf-8")
         await ed.wait_for(lambda: ed.client.shown_documents, what="showDocument")
         shown = ed.client.shown_documents[0]

@@ -83,9 +83,23 @@ def test_hints_only_on_measured_lines_of_this_file():
     doc.place(_result())
     everything = types.Range(types.Position(0, 0), types.Position(100, 0))
     found = {h.position.line: h.label for h in hints.inlay_hints(doc, everything)}
-    assert found == {4: "30% · 300 µs · 1 dispatch", 6: "70% · 700 µs · 2 dispatches"}
+    assert found == {4: "  30% · 300 µs · 1 dispatch", 6: "  70% · 700 µs · 2 dispatches"}
     only_first = types.Range(types.Position(0, 0), types.Position(5, 0))
     assert [h.position.line for h in hints.inlay_hints(doc, only_first)] == [4]
+
+
+def test_a_line_two_runs_measured_gets_one_hint_naming_each():
+    doc = _doc()
+    doc.place(_result())
+    other = _result()
+    other.data["run_id"] = "r2"
+    other.data["function"] = {**other.data["function"], "qualname": "g"}
+    doc.place(other)
+    everything = types.Range(types.Position(0, 0), types.Position(100, 0))
+    found = hints.inlay_hints(doc, everything)
+    assert [h.position.line for h in found] == [4, 6]
+    assert found[0].label.startswith("  f: 30% · 300 µs · 1 dispatch │ g: 30%")
+    assert "run r1" in found[0].tooltip and "run r2" in found[0].tooltip
 
 
 def test_hotspots_follow_the_threshold():
@@ -134,6 +148,33 @@ def test_hover_tables_for_a_line_and_a_function_and_the_trace_link():
     assert hovers.hover(doc, types.Position(1, 0), None) is None
 
 
+def test_hover_tables_fit_the_editor():
+    doc = _doc()
+    run = _result()
+    # a CPU-backend run: op time is CPU time, shown once
+    for op in run.data["ops"]:
+        op["self_device_us"] = op["self_cpu_us"]
+    # a nested op (called inside aten::sum, dispatched by no line): out of the function table
+    run.data["ops"].append(
+        {"name": "aten::copy_", "calls": 1, "self_cpu_us": 5.0, "self_device_us": 5.0}
+    )
+    run.data["warnings"] = [
+        "the profiled steps took 2.8x the unprofiled ones: more steps (--steps), more timing "
+        "calls (--repeats)"
+    ]
+    run.data["stability"] = {"noisy": True}
+    doc.place(run)
+    plain = hovers.hover(doc, types.Position(3, 0), None).contents.value
+    assert "| op | calls | CPU | shapes |" in plain and "|---|---:|---:|---|" in plain
+    rows = [r for r in plain.splitlines() if r.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ["aten::sum", "aten::pow", "aten::bitwise_or"]
+    assert "_and 1 op they called inside (in the report)_" in plain
+    assert "(trnlens.steps)" in plain and "(trnlens.repeats)" in plain and "--steps" not in plain
+    # a client with a declared Markdown parser (VS Code) gets a gap before each cell
+    padded = hovers.hover(doc, types.Position(6, 5), None, pad=True).contents.value
+    assert "| `aten::bitwise_or` | &nbsp;&nbsp;1 | &nbsp;&nbsp;20.0 µs |" in padded, padded
+
+
 def test_hover_on_a_noisy_run_repeats_why_its_figures_are_not_stable():
     doc = _doc()
     run = _result()
@@ -143,3 +184,26 @@ def test_hover_on_a_noisy_run_repeats_why_its_figures_are_not_stable():
     doc.place(run)
     text = hovers.hover(doc, types.Position(3, 4), None).contents.value
     assert f"**not stable**: {warning}" in text and "import torch took" not in text
+
+
+def test_a_long_lens_title_fits_by_leaving_out_its_least_telling_parts():
+    full = (
+        "▶ Profile on trn2 · 1.84 ms NEURON · 0.31 ms CPU · 6 dispatches · MFU 31% · "
+        "−42% vs previous · 2 min ago · on trn1"
+    )
+    short = lenses.fit(full)
+    assert short == "▶ Profile on trn2 · 1.84 ms NEURON · 6 dispatches · −42% vs previous"
+    assert "vs previous" in lenses.fit(full, limit=20)  # the change is never left out
+    assert len(short) <= lenses.LENS_CHARS
+    kept = "▶ Profile · 1.84 ms CPU · 2 min ago"
+    assert lenses.fit(kept) == kept
+    # figures are never left out: a compiled, stale run keeps them all, past the limit if need be
+    compiled = (
+        "▶ Profile · stale · 38.6 ms unprofiled (profiler 2.1x) · 2 dispatches · noisy · "
+        "compiled in 4.56 s · 2 graphs · 1 break · just now"
+    )
+    assert lenses.fit(compiled) == compiled.removesuffix(" · just now")
+    regressed = "▶ Profile · 20.1 µs unprofiled (profiler 5.9x) · 1 dispatch · noisy · " + (
+        "+102% vs previous (regression) · just now"
+    )
+    assert lenses.fit(regressed) == regressed.removesuffix(" · just now")

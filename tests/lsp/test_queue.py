@@ -88,3 +88,22 @@ async def test_cancel_a_queued_job_drops_it_and_a_running_one_stops_it():
     rec.release("c")
     await _settle()
     assert rec.finished == ["c"]
+
+
+async def test_every_job_is_settled_once_and_a_cancelled_one_is_gone_when_cancel_returns():
+    rec = Recorder()
+    settled: list[str] = []
+    queue = RunQueue(rec.execute, rec.drop, lambda job: settled.append(job.qualname))
+    a, _ = queue.submit(Job("u", "a", "local"))
+    b, _ = queue.submit(Job("u", "b", "local"))
+    c, _ = queue.submit(Job("u", "c", "local"))
+    await _settle()
+    assert await queue.cancel(a)
+    # a lens refreshed right after the cancel command answers must already read ▶ Profile
+    assert a not in queue.jobs() and settled == ["a"]
+    assert await queue.cancel(c)
+    assert settled == ["a", "c"]
+    await _settle()
+    rec.release("b")
+    await _settle()
+    assert settled == ["a", "c", "b"] and queue.jobs() == []

@@ -52,14 +52,14 @@ def test_neovim_shows_lenses_runs_one_and_gets_diagnostics_and_hints(tmp_path):
     kinds = [p["kind"] for p in report["progress"]]
     assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
 
-    # Hotspots (Information) beside the static analysis's TRN001 (a Warning, before any run).
+    # Hotspots (Hint) beside the static analysis's TRN001 (a Warning, before any run).
     hotspots = [
         d
         for d in report["diagnostics"]
         if d["source"] == "trnlens" and not str(d.get("code") or "").startswith("TRN")
     ]
     assert hotspots and {d["line"] for d in hotspots} <= measured
-    assert all(d["severity"] == 3 for d in hotspots)  # vim.diagnostic.severity.INFO
+    assert all(d["severity"] == 4 for d in hotspots)  # vim.diagnostic.severity.HINT
     analysis = [d for d in report["diagnostics"] if str(d.get("code") or "") == "TRN001"]
     assert analysis and all(d["severity"] == 2 for d in analysis)  # WARN
 

@@ -70,3 +70,12 @@ def test_the_report_renders_in_chromium_and_shows_an_events_details(runs, which)
     assert seen["ascending"] == sorted(seen["ascending"])
     assert seen["where"] == "samples/rmsnorm.py:17"  # a browser shows where the line is
     assert (ARTIFACTS / f"report-{which}.png").stat().st_size > 10_000
+    # In a 500 px side panel: the page never scrolls sideways (wide tables scroll in their own
+    # box), the speed-up is in view, the axis labels do not overlap, no column says it twice.
+    narrow = seen["narrow"]
+    assert narrow["scrollWidth"] <= narrow["clientWidth"], narrow
+    assert narrow["axisLabels"] >= 2 and narrow["overlaps"] == 0, narrow
+    if which == "comparison":
+        assert narrow["speedup"] and narrow["speedup"]["right"] <= narrow["clientWidth"], narrow
+    for heads in narrow["opHeads"]:  # a CPU run: op time is CPU time, shown once
+        assert heads == ["op", "calls", "self CPU", "CPU total", "input shapes"], heads

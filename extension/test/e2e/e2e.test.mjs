@@ -300,15 +300,15 @@ describe('trnlens in code-server', { concurrency: false }, () => {
         30_000,
       );
       assert.match(hint, /return x \* torch\.rsqrt.*100% · .*ms · 6 dispatches/);
-      await page.locator('.squiggly-info').first().waitFor({ timeout: 30_000 });
       assert.match(await waitFor('status done', async () => {
         const text = await statusText(page);
         return /done/.test(text) ? text : null;
       }, 30_000), /trnlens: local · rmsnorm_naive done/);
       assert.deepEqual(storedRuns(), ['rmsnorm_naive']);
       await page.screenshot({ path: join(ARTIFACTS, 'trusted.png') });
-      // After the run the same line's hover carries the hotspot beside the analysis finding.
-      await hoverOver(page, 'def rmsnorm_naive(', 'rsqrt', /hotspot[\s\S]*TRN001|TRN001[\s\S]*hotspot/);
+      // After the run the finding on that line carries what the run measured there (a hotspot
+      // on the same line would only repeat it: none is published under a finding).
+      await hoverOver(page, 'def rmsnorm_naive(', 'rsqrt', /measured: 6 dispatches[\s\S]*TRN001|TRN001[\s\S]*measured: 6 dispatches/);
       await page.screenshot({ path: join(ARTIFACTS, 'trusted-hover.png') });
       await page.mouse.move(5, 450);
       await page.keyboard.press('Escape');
@@ -354,8 +354,8 @@ describe('trnlens in code-server', { concurrency: false }, () => {
   it('in an untrusted workspace, analyses but never profiles', async () => {
     const before = storedRuns();
     await session('untrusted', false, async (page) => {
-      // The server runs: it shows the stored run's hotspot diagnostic...
-      await page.locator('.squiggly-info').first().waitFor({ timeout: 60_000 });
+      // The server runs: it shows the analysis's finding (with the stored run's figures)...
+      await page.locator('.squiggly-warning').first().waitFor({ timeout: 60_000 });
       assert.match(await statusText(page), /analysis only/);
       // ...but no lens that would run the code, and the keybinding starts nothing.
       const lenses = (await page.locator('.codelens-decoration').allTextContents()).map(plain);

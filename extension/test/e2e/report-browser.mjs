@@ -56,8 +56,52 @@ export async function checkReport(page, reportPath, screenshotPath) {
   }
   await dispatch.click();
   await page.screenshot({ path: screenshotPath, fullPage: true });
+  const narrow = await narrowLayout(page, screenshotPath.replace(/\.png$/, '-500px.png'));
   const foreign = requests.filter((r) => r !== url);
-  return { problems, foreign, lanes, details, before, zoomed, reset, descending, ascending, where };
+  return { problems, foreign, lanes, details, before, zoomed, reset, descending, ascending, where, narrow };
+}
+
+/** The page at a side panel's default width (500 px): what scrolls, what is in view. */
+export async function narrowLayout(page, screenshotPath) {
+  const size = page.viewportSize();
+  await page.setViewportSize({ width: 500, height: 900 });
+  // the timeline redraws on resize (report.js): wait for its axis to fit the new width
+  await page.waitForFunction(() => {
+    const svg = document.querySelector('svg.timeline');
+    return !svg || Number(svg.getAttribute('width')) <= document.documentElement.clientWidth;
+  });
+  const seen = await narrowMetrics(page);
+  if (screenshotPath) {
+    await page.screenshot({ path: screenshotPath });
+  }
+  await page.setViewportSize(size);
+  return seen;
+}
+
+/** Runs in any document holding a report (a page, or the webview's frame). */
+export function narrowMetrics(target) {
+  return target.evaluate(() => {
+    const scroller = document.scrollingElement;
+    const clientWidth = scroller.clientWidth;
+    const speedup = [...document.querySelectorAll('table.variants th')].find((th) => th.textContent === 'speed-up');
+    const box = speedup?.getBoundingClientRect();
+    const labels = [...document.querySelectorAll('svg.timeline g.tick text')]
+      .filter((text) => text.getAttribute('display') !== 'none' && text.textContent)
+      .map((text) => text.getBoundingClientRect())
+      .sort((a, b) => a.left - b.left);
+    const overlaps = labels.filter((r, i) => i > 0 && r.left < labels[i - 1].right).length;
+    const heads = [...document.querySelectorAll('table.ops')].map((table) =>
+      [...table.querySelectorAll('th')].map((th) => th.textContent),
+    );
+    return {
+      scrollWidth: scroller.scrollWidth,
+      clientWidth,
+      speedup: box ? { left: box.left, right: box.right } : null,
+      axisLabels: labels.length,
+      overlaps,
+      opHeads: heads,
+    };
+  });
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

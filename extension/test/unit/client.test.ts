@@ -15,6 +15,8 @@ class FakeClient implements ClientLike {
   constructor(readonly spec: ServerSpec, private readonly failStart = false) {}
   async start() {
     this.started++;
+    // vscode-languageclient reports RUNNING before its start() resolves
+    this.listeners.forEach((listener) => listener({ oldState: 3, newState: 2 }));
     await settle(5);
     if (this.failStart) {
       throw new Error('Pending response rejected since connection got disposed');
@@ -63,10 +65,20 @@ function setup(options: { probe?: Probe; trusted?: boolean; failStart?: boolean 
     onServerGone: () => void gone++,
   };
   const manager = new ServerManager(deps, 20);
-  return { manager, clients, states, problems, gone: () => gone };
+  return { manager, clients, states, problems, gone: () => gone, log: deps.log as ReturnType<typeof recordingLog> };
 }
 
 describe('ServerManager', () => {
+  it('logs a first start as a start, never as the server "running again"', async () => {
+    const { manager, log, clients } = setup();
+    await manager.start();
+    assert.ok(log.lines.includes('info the server is running'), log.lines.join('\n'));
+    assert.ok(!log.lines.some((line) => line.includes('running again')));
+    clients[0].crash();
+    clients[0].recover(); // a real comeback after a crash still says so
+    assert.ok(log.lines.some((line) => line.includes('running again')));
+  });
+
   it('starts `python -m trnlens serve` with the chosen interpreter', async () => {
     const { manager, clients, states } = setup();
     await manager.start();

@@ -177,17 +177,27 @@ describe('commands', () => {
     assert.match(state.shown[0].message, /untrusted workspace/);
   });
 
-  it('leaves the server’s own refusal of a profile to the server, but reports other failures', async () => {
+  it('shows a server refusal once, as a warning in its own words; other failures as errors', async () => {
     const { server, run, log } = setup();
     editorAt(3);
-    server.failure = Object.assign(new Error('unknown target'), { code: -32603 });
+    server.failure = Object.assign(new Error("unknown target 'gpu': known are local"), {
+      code: -32000,
+      data: { severity: 'warning' },
+    });
     await run(COMMANDS.profileFunction);
-    assert.equal(state.shown.length, 0);
+    assert.deepEqual(state.shown.map((s) => [s.kind, s.message]), [
+      ['warning', "trnlens: unknown target 'gpu': known are local"],
+    ]);
     assert.ok(log.lines.some((line) => line.includes('unknown target')));
     server.failure = new CommandNotOffered('trnlens.server.compare');
     await run(COMMANDS.compare);
-    assert.equal(state.shown[0].kind, 'error');
-    assert.match(state.shown[0].message, /does not offer trnlens\.server\.compare/);
+    assert.equal(state.shown[1].kind, 'error');
+    assert.match(state.shown[1].message, /does not offer trnlens\.server\.compare/);
+    // An older server's message with its Python class path: the class never reaches the user.
+    server.failure = Object.assign(new Error('trnlens.lsp.commands.CommandError: no run of f'), { code: -32603 });
+    await run(COMMANDS.compare);
+    assert.equal(state.shown[2].message, 'trnlens: no run of f');
+    assert.equal(state.shown.length, 3);
   });
 
   it('Compare Variants sends the function at the cursor', async () => {
@@ -197,12 +207,20 @@ describe('commands', () => {
     assert.deepEqual(server.executed, [{ command: 'trnlens.server.compare', argument: { uri: URI, qualname: 'rmsnorm_naive' } }]);
   });
 
-  it('Select Target lets the server ask, then shows its answer', async () => {
+  it('Select Target is a Quick Pick of the server’s targets; the pick goes back to it', async () => {
     const { server, run, targets } = setup();
-    server.answers.set('trnlens.server.selectTarget', { target: 'trn2', targets: ['local', 'trn2'] });
+    server.answers.set('trnlens.server.selectTarget', { target: 'local', targets: ['local', 'trn2'] });
+    state.quickPick = (items) => items[1];
     await run(COMMANDS.selectTarget);
-    assert.deepEqual(server.executed, [{ command: 'trnlens.server.selectTarget', argument: {} }]);
-    assert.deepEqual(targets, ['trn2']);
+    assert.deepEqual(state.quickPicks, [{ labels: ['local', 'trn2'], placeHolder: 'Profile on which target? (now: local)' }]);
+    assert.deepEqual(server.executed, [
+      { command: 'trnlens.server.selectTarget', argument: { ask: false } },
+      { command: 'trnlens.server.selectTarget', argument: { target: 'trn2' } },
+    ]);
+    assert.deepEqual(targets, ['local']); // the fake server answers `local` whatever was picked
+    state.quickPick = () => undefined; // dismissed: nothing changes
+    await run(COMMANDS.selectTarget);
+    assert.equal(server.executed.length, 3);
   });
 
   it('Clear Results clears this file or all files', async () => {

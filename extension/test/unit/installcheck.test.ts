@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { pipCommand, probe, problem } from '../../src/installcheck';
+import { installCommand, pipCommand, probe, problem } from '../../src/installcheck';
 
 const answering = (output: string) => async () => output;
 
@@ -8,6 +8,17 @@ describe('probe', () => {
   it('reads version and presence of trnlens', async () => {
     assert.deepEqual(await probe('py', answering('3.11 1\n')), { kind: 'ok', version: '3.11' });
     assert.deepEqual(await probe('py', answering('3.12 0\n')), { kind: 'missing', version: '3.12' });
+    assert.deepEqual(await probe('py', answering('3.11 0 0\n')), { kind: 'missing', version: '3.11' });
+    assert.deepEqual(await probe('/usr/bin/python3', answering('3.11 0 1\n')), { kind: 'missing', version: '3.11', managed: true });
+  });
+
+  it('advises a virtual environment, not pip, for a system Python that pip refuses', () => {
+    const found = { kind: 'missing', version: '3.11', managed: true } as const;
+    assert.equal(installCommand('/usr/bin/python3', found, 'linux'), '/usr/bin/python3 -m venv .venv && .venv/bin/python -m pip install trnlens');
+    assert.equal(installCommand('/v/bin/python', { kind: 'missing', version: '3.11' }, 'linux'), '/v/bin/python -m pip install trnlens');
+    const message = problem('/usr/bin/python3', found) ?? '';
+    assert.match(message, /-m venv \.venv/);
+    assert.doesNotMatch(message, /python3 -m pip install/);
   });
 
   it('refuses Pythons older than 3.10 even with trnlens', async () => {

@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { middleware, type MiddlewareDeps } from '../../src/middleware';
 import { RunTracker } from '../../src/runstate';
-import { UntrustedError } from '../../src/trust';
 
 function deps(trusted: boolean) {
-  const record = { refused: 0, opened: [] as string[], reports: [] as object[] };
+  const record = { refused: 0, opened: [] as string[], reports: [] as object[], failures: [] as unknown[][] };
   const value: MiddlewareDeps = {
     isTrusted: () => trusted,
     section: (scopeUri) => ({ steps: 7, scope: scopeUri }),
@@ -13,6 +12,7 @@ function deps(trusted: boolean) {
     openExternal: async (url) => (record.opened.push(url), true),
     refuseUntrusted: () => void record.refused++,
     showReport: async (argument) => (record.reports.push(argument), { path: '/r.html' }),
+    reportFailure: (command, error) => void record.failures.push([command, error]),
   };
   return { value, record };
 }
@@ -51,15 +51,36 @@ describe('middleware', () => {
     const { value, record } = deps(false);
     const sent: string[] = [];
     const next = async (command: string) => void sent.push(command);
-    await assert.rejects(
-      Promise.resolve(middleware(value).executeCommand!('trnlens.server.profile', [{}], next)),
-      UntrustedError,
-    );
+    // Resolved, not rejected: the warning is the one notification (VS Code would add its own
+    // error toast for a lens click or code action that rejects).
+    assert.equal(await middleware(value).executeCommand!('trnlens.server.profile', [{}], next), undefined);
     assert.equal(record.refused, 1);
     await middleware(value).executeCommand!('trnlens.server.clearResults', [{}], next);
     assert.deepEqual(sent, ['trnlens.server.clearResults']);
     await middleware(deps(true).value).executeCommand!('trnlens.server.profile', [{}], next);
     assert.deepEqual(sent, ['trnlens.server.clearResults', 'trnlens.server.profile']);
+    assert.deepEqual(record.failures, []);
+  });
+
+  it('reports a failed server command once and resolves, so VS Code adds no toast of its own', async () => {
+    const { value, record } = deps(true);
+    const refusal = Object.assign(new Error('the run report needs a run'), { code: -32000, data: { severity: 'warning' } });
+    const next = async () => {
+      throw refusal;
+    };
+    assert.equal(await middleware(value).executeCommand!('trnlens.server.measureFix', [{}], next), undefined);
+    assert.deepEqual(record.failures, [['trnlens.server.measureFix', refusal]]);
+  });
+
+  it('gives a shortened lens its whole title as the tooltip', async () => {
+    const resolve = middleware(deps(true).value).resolveCodeLens!;
+    const full = '▶ Profile · 1.84 ms NEURON · 6 dispatches · MFU 31% · −42% vs previous · 2 min ago · on trn2';
+    const shortened = { range: {}, command: { title: '▶ Profile · 1.84 ms NEURON · 6 dispatches', command: 'x' }, data: { tooltip: full } };
+    const got = (await resolve(shortened as never, token, async (lens) => lens)) as { command: { tooltip?: string } };
+    assert.equal(got.command.tooltip, full);
+    const plain = { range: {}, command: { title: '▶ Profile', command: 'x' }, data: {} };
+    const same = (await resolve(plain as never, token, async (lens) => lens)) as { command: { tooltip?: string } };
+    assert.equal(same.command.tooltip, undefined);
   });
 
   it('answers the trnlens section itself and leaves other sections to VS Code', async () => {

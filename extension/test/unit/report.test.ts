@@ -70,6 +70,12 @@ describe('report webview', () => {
     assert.equal(state.panels.length, 2);
   });
 
+  it('the tab is titled as the server says (by function), not by run id', async () => {
+    const { view } = setup({ ...ANSWER, title: 'Report rmsnorm_naive' });
+    await view.show({});
+    assert.equal(state.panels[0].title, 'Report rmsnorm_naive');
+  });
+
   it('a comparison is titled by its variants', async () => {
     const { view } = setup({ ...ANSWER, runIds: ['a', 'b', 'c'] });
     await view.show({});

@@ -27,6 +27,20 @@ describe('RunTracker', () => {
     assert.equal(changes, 6);
   });
 
+  it('tells each ended run once to onDidEnd (the Output channel logs it)', () => {
+    const runs = new RunTracker();
+    const ended: string[] = [];
+    runs.onDidEnd((run) => void ended.push(`${run.qualname} ${run.state}: ${run.message}`));
+    runs.handle('t1', { kind: 'begin', title: 'Profile f', message: 'starting on local' });
+    runs.handle('t1', { kind: 'report', message: 'measuring 5 profiled steps' });
+    assert.deepEqual(ended, []);
+    runs.handle('t1', { kind: 'end', message: 'failed: f(x) needs arguments' });
+    runs.handle('t1', { kind: 'end', message: 'late duplicate' }); // unknown by now: ignored
+    runs.handle('t2', { kind: 'begin', title: 'Compare g', message: 'starting on local' });
+    runs.handle('t2', { kind: 'end', message: 'cancelled' });
+    assert.deepEqual(ended, ['f failed: failed: f(x) needs arguments', 'g cancelled: cancelled']);
+  });
+
   it('tells failures, raised errors and cancellations apart', () => {
     const runs = new RunTracker();
     const outcome = (message: string) => {

@@ -159,35 +159,41 @@ class Runner:
         settings.defer_timing = self.comparing and settings.timing
         results = []
         modules: dict[str, types.ModuleType] = {}
-        for index, variant in enumerate(variants):
-            self.variant_index = index
-            run_id = new_run_id()
-            # A rank of a multi-rank run writes where its coordinator says (rank-N/).
-            out_dir = self.request.get("out_dir") or os.path.join(artifacts_dir, run_id)
-            os.makedirs(out_dir, exist_ok=True)
-            result = self._base_result(run_id, variant, project, backend, mode, settings)
-            try:
-                self._run_variant(
-                    result, variant, project, modules, backend, mode, settings, out_dir
-                )
-            except Cancelled:
-                raise
-            except errors.AgentError as exc:
-                if exc.kind != "user_code":
+        try:
+            for index, variant in enumerate(variants):
+                self.variant_index = index
+                run_id = new_run_id()
+                # A rank of a multi-rank run writes where its coordinator says (rank-N/).
+                out_dir = self.request.get("out_dir") or os.path.join(artifacts_dir, run_id)
+                os.makedirs(out_dir, exist_ok=True)
+                result = self._base_result(run_id, variant, project, backend, mode, settings)
+                try:
+                    self._run_variant(
+                        result, variant, project, modules, backend, mode, settings, out_dir
+                    )
+                except Cancelled:
                     raise
-                # The user's code failed: the run is still a result (the editor shows it on the
-                # raising line, a comparison keeps the other variants).
-                result["error"] = exc.to_json()
-            finally:
-                # What the backend noticed (during selection or profiling) belongs to this run.
-                result["warnings"][:0] = backend.warnings
-                backend.warnings.clear()
-                swaps.undo(self._swapped)  # a model in a module global outlives the variant
-                self._swapped = []
-            results.append(result)
-        if self.timed:
-            self._interleaved_timing(results, settings)
-        self.reloader.record(project)
+                except errors.AgentError as exc:
+                    if exc.kind != "user_code":
+                        raise
+                    # The user's code failed: the run is still a result (the editor shows it on
+                    # the raising line, a comparison keeps the other variants).
+                    result["error"] = exc.to_json()
+                finally:
+                    # What the backend noticed (during selection or profiling) belongs to this
+                    # run.
+                    result["warnings"][:0] = backend.warnings
+                    backend.warnings.clear()
+                    swaps.undo(self._swapped)  # a model in a module global outlives the variant
+                    self._swapped = []
+                results.append(result)
+            if self.timed:
+                self._interleaved_timing(results, settings)
+        finally:
+            # Also when a variant stopped the request (missing inputs, a bad directive): the
+            # modules it imported stay loaded, and unrecorded they would never be reloaded when
+            # their text changes (the next run would measure the old code).
+            self.reloader.record(project)
         self.reloader.check_compile_settings(torch)  # may ask for a fresh process instead
         for note in reload_notes:
             results[0]["warnings"].append(f"warm agent: {note}")

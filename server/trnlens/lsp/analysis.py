@@ -74,7 +74,11 @@ def to_range(lines: list[str], start: Location, end: Location) -> types.Range:
 
 
 class RunFailed(Exception):
-    """A comparison that was queued and failed (the user has been told already)."""
+    """A comparison that was queued and failed; the command's answer tells the user."""
+
+    def __init__(self, message: str, severity: str = "error"):
+        super().__init__(message)
+        self.severity = severity
 
 
 @dataclass
@@ -214,7 +218,7 @@ class AnalysisService:
         found = []
         for qualname in dict.fromkeys(f.qualname for f in analysed.findings if f.variant_source):
             symbol = structure.symbols.get(qualname) if qualname else None
-            line = structure.def_line_now(symbol) if symbol else None
+            line = structure.header_line_now(symbol) if symbol else None
             if symbol is None or line is None:
                 continue
             position = types.Position(line, symbol.def_column)
@@ -276,8 +280,8 @@ class AnalysisService:
         )
         try:
             answer = await asyncio.shield(job.context["done"])
-        except RequestRefused as exc:  # the run failed: already shown (runs._fail)
-            raise RunFailed(str(exc)) from None
+        except RequestRefused as exc:  # the run failed (runs._fail): the answer says so
+            raise RunFailed(str(exc), getattr(exc, "severity", "error")) from None
         return {**answer, "alreadyPending": not new}
 
     def _compared(self, job, outcome: dict, mark) -> dict:

@@ -2,14 +2,18 @@
 
 Each takes one JSON object argument (a lens carries it, so any LSP editor can click it) and
 returns a JSON object. A refusal raises :class:`CommandError`, which the client receives as the
-command's error response, with a message saying what to do.
+command's error response, with a message saying what to do. That response is the only place a
+refusal is told: every LSP client shows a failed command's message (VS Code once, as one toast),
+so a ``window/showMessage`` beside it would say it twice.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from trnlens.lsp.analysis import RunFailed
 from trnlens.lsp.command_ids import (
@@ -28,8 +32,32 @@ if TYPE_CHECKING:
     from trnlens.lsp.server import TrnlensServer
 
 
-class CommandError(Exception):
-    pass
+class CommandError(JsonRpcException):
+    """A refused command. A JsonRpcException, so that pygls answers with this message as it is
+    (any other exception's message starts with its class name, which no user should read).
+    ``data.severity``: "warning" for what the user can fix (the default), "error" for a run that
+    broke."""
+
+    CODE = -32000  # JSON-RPC's implementation-defined server error range: "refused, see message"
+
+    def __init__(self, message: str, severity: str = "warning"):
+        super().__init__(message, self.CODE, {"severity": severity})
+
+
+class _RefusalsAreNotCrashes(logging.Filter):
+    """pygls logs every error response with a traceback; a refusal is an answer, not a crash:
+    logged in one line at INFO instead (the client shows the message to the user)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, CommandError):
+            record.exc_info = None
+            record.msg, record.args = "refused: %s", (error.message,)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_RefusalsAreNotCrashes())
 
 
 def _argument(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -49,7 +77,6 @@ async def profile(server: TrnlensServer, *args: Any) -> dict:
     try:
         return await server.runs.profile(uri, qualname, arg.get("target"))
     except RequestRefused as exc:
-        server.show(f"trnlens: {exc}", types.MessageType.Error)
         raise CommandError(str(exc)) from None
 
 
@@ -72,10 +99,9 @@ async def _compare(server: TrnlensServer, name: str, arg: dict, with_code: bool)
     code = arg.get("code") if with_code else None
     try:
         return await server.analysis.compare(uri, qualname, arg.get("target"), code)
-    except RunFailed as exc:
-        raise CommandError(str(exc)) from None
+    except RunFailed as exc:  # it ran and failed: the answer says so (runs._fail did not)
+        raise CommandError(str(exc), exc.severity) from None
     except RequestRefused as exc:
-        server.show(f"trnlens: {exc}", types.MessageType.Error)
         raise CommandError(str(exc)) from None
 
 
@@ -87,12 +113,14 @@ async def cancel(server: TrnlensServer, *args: Any) -> dict:
 
 
 async def select_target(server: TrnlensServer, *args: Any) -> dict:
-    """{target?} -> {target, targets}. Without a name, asks the user when the client can."""
+    """{target?, ask?} -> {target, targets}. Without a name, asks the user when the client can
+    (``window/showMessageRequest``, buttons); ``ask: false`` only lists, for a client that asks
+    in its own way (VS Code's extension: a Quick Pick, then this command with the name)."""
     arg = _argument(args)
     settings = server.config.settings_for(server.default_root())
     names = sorted(settings.targets)
     chosen = arg.get("target")
-    if chosen is None and _can_ask(server):
+    if chosen is None and arg.get("ask", True) is not False and _can_ask(server):
         # A target that runs several ranks says so: "two (2 ranks)".
         titles = {_target_title(name, settings.targets[name]): name for name in names}
         answer = await server.window_show_message_request_async(
@@ -178,6 +206,14 @@ async def open_explorer(server: TrnlensServer, *args: Any) -> dict:
         run = store.get(ids[0])
     elif isinstance(qualname, str) and relpath and store is not None:
         run = store.latest(relpath, qualname)
+    if run is not None and run.get("backend") != "neuron":
+        # said before reaching for the host: a CPU or CUDA run has no NEFF/NTFF to ingest
+        backend = str(run.get("backend") or "unknown").upper()
+        which = f"the latest run of {qualname}" if run_id is None else f"run {run_id}"
+        raise CommandError(
+            f"{which} ran on {backend}, so it has no Neuron profile to open: Neuron Explorer "
+            'shows runs made on Trainium (trnlens.backend "neuron" on a Trainium target)'
+        )
     settings = server.config.settings_for(root)
     try:
         target = _build_target(
@@ -194,7 +230,6 @@ async def open_explorer(server: TrnlensServer, *args: Any) -> dict:
         )
     except (KeyError, TargetError, ExplorerError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, KeyError) else str(exc)
-        server.show(f"trnlens: {message}", types.MessageType.Error)
         raise CommandError(message) from None
     server.show(f"trnlens: {opened.message}")
     window = server.client_capabilities.window
@@ -217,7 +252,6 @@ async def report(server: TrnlensServer, *args: Any) -> dict:
     try:
         return await run_report.report(server, _argument(args))
     except run_report.ReportRefused as exc:
-        server.show(f"trnlens: {exc}", types.MessageType.Error)
         raise CommandError(str(exc)) from None
 
 

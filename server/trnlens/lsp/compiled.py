@@ -132,14 +132,20 @@ def hover_lines(result: Result) -> list[str]:
         )
     rows.append("")
     rows.append("| graph | where | ops |")
-    rows.append("|---:|---|---|")
+    rows.append("|---:|---|---:|")
+    names_lines = []
     for i, graph in enumerate(data.get("graphs") or [], 1):
         where = f"{graph.get('path')}:{graph.get('line')}" if graph.get("path") else ""
         if graph.get("phase") != "first_call":
             where += f" ({graph.get('phase')})"
+        rows.append(f"| {i} | {markdown.code(where)} | {markdown.text(graph.get('ops'))} |")
         names = graph.get("op_names")
-        ops = f"{graph.get('ops')}" + (f": {', '.join(map(str, names))}" if names else "")
-        rows.append(f"| {i} | {markdown.code(where)} | {markdown.text(ops)} |")
+        if names:
+            # under the table, not in a cell: a long list wrapped a narrow hover's cells
+            # mid-name and mid-number
+            names_lines.append(f"graph {i}: {markdown.text(', '.join(map(str, names)))}")
+    if names_lines:
+        rows.extend(["", *(f"{line}  " for line in names_lines)])
     for r in data.get("recompiles") or []:
         phase, guard = markdown.text(r.get("phase")), markdown.text(r.get("guard"))
         rows.append(f"\nrecompiled ({phase}): {guard}")

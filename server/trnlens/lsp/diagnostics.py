@@ -1,7 +1,11 @@
 """Diagnostics, published per document from providers keyed by source.
 
-Profiling publishes two kinds: hotspots (Information, on lines above the configured share of the
-function's time, saying what ran there) and failures (Error, on the line that raised). Static
+Profiling publishes two kinds: hotspots (Hint, on lines above the configured share of the
+function's time, saying what ran there) and failures (Error, on the line that raised). Hotspots
+are Hints because a hot line is a fact, not a problem: editors keep Hints out of their problem
+lists (VS Code's Problems panel, as Pylance does for unused code) and draw them faintly; and a
+hotspot on a line that already has a finding is left out, since the finding then carries the
+measured figures itself. Static
 analysis (another module) registers its own provider under its own key, and ``publish`` sends
 everything for a document together, since ``publishDiagnostics`` replaces the whole set.
 """
@@ -40,7 +44,8 @@ class DiagnosticsHub:
                 found.extend(provider(doc, settings))
             except Exception:
                 log.exception("diagnostics provider %s failed on %s", key, doc.uri)
-        return found
+        said = {d.range.start.line for d in found if d.code != "hotspot"}
+        return [d for d in found if d.code != "hotspot" or d.range.start.line not in said]
 
 
 def _line_range(doc: ProfiledDocument, line: int) -> types.Range:
@@ -74,7 +79,7 @@ def hotspots(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
             types.Diagnostic(
                 range=_line_range(doc, line),
                 message=message,
-                severity=types.DiagnosticSeverity.Information,
+                severity=types.DiagnosticSeverity.Hint,
                 source=SOURCE,
                 code="hotspot",
             )

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trnlens.agent import sources
 from trnlens.libraries.callers import calling_lines
@@ -21,6 +22,9 @@ from trnlens.lsp.placement import has_directive, torch_names, uses_torch
 from trnlens.results import Result
 
 _IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch[ \t.])", re.MULTILINE)
+# `# trnlens: inputs=NAME`: NAME builds another function's arguments; it is no profile target
+SUPERSEDED_KEPT = 4  # earlier runs kept per function for Undo
+_INPUTS_DIRECTIVE = re.compile(r"#\s*trnlens:.*?\binputs\s*=\s*([A-Za-z_]\w*)")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,13 @@ class Analysis:
     def def_line_now(self, symbol: Symbol) -> int | None:
         return self.anchors.get(symbol.def_line)
 
+    def header_line_now(self, symbol: Symbol) -> int | None:
+        """Where the definition starts now: its first decorator, else its ``def``. Lenses go
+        here, above the decorators (as Pylance's and GitLens's do), not between them and the
+        ``def``."""
+        now = self.anchors.get(symbol.def_line)
+        return None if now is None else max(0, now - (symbol.def_line - symbol.start_line))
+
     def source_hash(self, qualname: str) -> str | None:
         """The engine's source_hash of the symbol (lazy: only placed functions need it)."""
         symbol = self.symbols.get(qualname)
@@ -80,6 +91,7 @@ def analyse(text: str) -> Analysis:
     modules = _module_classes(tree)
     bound = torch_names(tree)
     lines = text.splitlines()
+    factories = set(_INPUTS_DIRECTIVE.findall(text))
     for qualname, node, in_class in sources.iter_definitions(tree):
         if isinstance(node, ast.ClassDef):
             if qualname not in modules:
@@ -89,6 +101,8 @@ def analyse(text: str) -> Analysis:
             kind = "method" if in_class else "function"
         start = min([d.lineno for d in node.decorator_list] + [node.lineno])
         suggested = has_directive(lines, start - 1) or uses_torch(node, bound)
+        if qualname in factories:
+            suggested = False  # an inputs factory: profiling it measures the test data
         found[qualname] = Symbol(
             qualname, kind, node.lineno - 1, start - 1, (node.end_lineno or node.lineno) - 1,
             node.col_offset, suggested,
@@ -128,6 +142,10 @@ class Placement:
     lines: dict[int, dict]  # measured 0-based line -> the result's line entry for this file
     error_line: int | None  # measured 0-based line of the raising line in this file
     anchors: LineAnchors
+    # source_hash of the function's inputs factory (``# trnlens: inputs=``) when placed: the
+    # run measured it too, so editing it (a quick fix on the optimizer it builds) makes the
+    # run stale as editing the function does
+    inputs_hash: str | None = None
 
     def now(self, measured: int) -> int | None:
         return self.anchors.get(measured)
@@ -155,7 +173,13 @@ class ProfiledDocument:
         self.text = text
         self.generation = generation
         self.placements: dict[str, Placement] = {}
+        # qualname -> earlier runs placed here, newest first: Undo brings their text back, and
+        # then the run that measured that text is shown again (see restore_matching)
+        self.superseded: dict[str, list[Placement]] = {}
+        # qualname -> the last run stopped for want of inputs (lsp/missing_inputs.py)
+        self.inputs_failures: dict[str, Any] = {}
         self._analysis: Analysis | None = None
+        self._inputs_cache: tuple[str | None, dict[str, str | None]] = (None, {})
         self._analysed_text: str | None = None
         # Edits since the oldest outstanding mark: Change, or a full-text line mapping.
         self._log: list[Change | dict[int, int]] = []
@@ -182,6 +206,7 @@ class ProfiledDocument:
             edits.append(diff_map(self.text.splitlines(), new_text.splitlines()))
         self.text = new_text
         anchor_sets = [p.anchors for p in self.placements.values()]
+        anchor_sets += [p.anchors for older in self.superseded.values() for p in older]
         if self._analysis is not None:
             anchor_sets.append(self._analysis.anchors)
         for edit in edits:
@@ -238,7 +263,13 @@ class ProfiledDocument:
         else:
             anchors = LineAnchors(measured, self._def_offset(result))
         placement = Placement(result, lines, error_line, anchors)
+        placement.inputs_hash = self.inputs_hash(result.qualname)
+        previous = self.placements.get(result.qualname)
+        if previous is not None and previous.result.run_id != result.run_id:
+            older = [previous, *self.superseded.get(result.qualname, [])]
+            self.superseded[result.qualname] = older[:SUPERSEDED_KEPT]
         self.placements[result.qualname] = placement
+        self.inputs_failures.pop(result.qualname, None)  # it ran: it has its inputs now
         return placement
 
     def _def_offset(self, result: Result) -> int:
@@ -251,12 +282,56 @@ class ProfiledDocument:
         return 0 if now is None else now - (run_line - 1)
 
     def is_stale(self, placement: Placement) -> bool:
-        """The function's current source differs from the measured one (or it is gone)."""
+        """The function's current source differs from the measured one (or it is gone), or its
+        inputs factory differs from the one it had when the run was placed."""
         analysis = self.analysis()
         if analysis is None:
             return False
         current = analysis.source_hash(placement.result.qualname)
-        return current != placement.result.data["function"].get("source_hash")
+        if current != placement.result.data["function"].get("source_hash"):
+            return True
+        return self.inputs_hash(placement.result.qualname) != placement.inputs_hash
+
+    def inputs_hash(self, qualname: str) -> str | None:
+        """source_hash of the factory the function's (or its class's) directive names."""
+        analysis = self.analysis()
+        if analysis is None:
+            return None
+        if self._inputs_cache[0] is not self.text:  # hints ask once per placed line
+            self._inputs_cache = (self.text, {})
+        cache = self._inputs_cache[1]
+        if qualname not in cache:
+            cache[qualname] = self._find_inputs_hash(analysis, qualname)
+        return cache[qualname]
+
+    def _find_inputs_hash(self, analysis: Analysis, qualname: str) -> str | None:
+        lines = self.text.splitlines()
+        for name in (qualname, qualname.rpartition(".")[0]):
+            symbol = analysis.symbols.get(name) if name else None
+            start = analysis.header_line_now(symbol) if symbol else None
+            index = (start or 0) - 1
+            while start is not None and index >= 0 and lines[index].lstrip().startswith("#"):
+                found = _INPUTS_DIRECTIVE.search(lines[index])
+                if found:
+                    return analysis.source_hash(found.group(1))
+                index -= 1
+        return None
+
+    def restore_matching(self) -> bool:
+        """Shows again an earlier run whose source matches the text (after an Undo) in place of
+        a stale one; True when one came back."""
+        swapped = False
+        for qualname, placement in list(self.placements.items()):
+            older = self.superseded.get(qualname) or []
+            if not older or not self.is_stale(placement):
+                continue
+            match = next((p for p in older if not self.is_stale(p)), None)
+            if match is not None:
+                older.remove(match)
+                self.superseded[qualname] = [placement, *older][:SUPERSEDED_KEPT]
+                self.placements[qualname] = match
+                swapped = True
+        return swapped
 
     def line_figures(self) -> Iterator[tuple[int, dict, Placement]]:
         """(current line, line entry, placement) for every measured line still in the buffer."""

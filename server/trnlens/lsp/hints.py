@@ -2,7 +2,8 @@
 
 ``38% · 0.70 ms · 2 dispatches``: the line's share of the run's attributed time, its time per
 step and its dispatches; `` · stale`` once the function's source no longer matches the run.
-Lines with nothing measured get none.
+Lines with nothing measured get none. A line measured by several runs (a helper two profiled
+functions call) gets one hint naming each run's function.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from lsprotocol import types
 
 from trnlens.lsp import format
 from trnlens.lsp.documents import ProfiledDocument
+
+GAP = "  "  # editors render a hint's leading spaces (VS Code as non-breaking ones)
 
 
 def line_label(entry: dict, total_us: float) -> str:
@@ -33,23 +36,35 @@ def utf16_length(text: str) -> int:
 
 def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayHint]:
     lines = doc.text.splitlines()
-    hints = []
+    by_line: dict[int, list[tuple[dict, object]]] = {}
     for line, entry, placement in doc.line_figures():
         if not (range_.start.line <= line <= range_.end.line) or line >= len(lines):
             continue
         if not (entry.get("device_us") or entry.get("dispatches")):
             continue
-        label = line_label(entry, placement.line_total())
-        if doc.is_stale(placement):
-            label += " · stale"
+        by_line.setdefault(line, []).append((entry, placement))
+    hints = []
+    for line, measured in sorted(by_line.items()):
+        labels, tips = [], []
+        for entry, placement in measured:
+            label = line_label(entry, placement.line_total())
+            if doc.is_stale(placement):
+                label += " · stale"
+            result = placement.result
+            if len(measured) > 1:  # a line several profiled functions ran: say whose figures
+                label = f"{result.qualname}: {label}"
+            labels.append(label)
+            tips.append(
+                f"{result.qualname}: {result.part_label} time per step, from run {result.run_id}"
+            )
         hints.append(
             types.InlayHint(
                 position=types.Position(line, utf16_length(lines[line])),
-                label=label,
+                # One hint per line, and a visible gap before it: the editor's padding alone
+                # left "weight100%" on a long line. Several runs share it, each named.
+                label=GAP + " │ ".join(labels),
                 padding_left=True,
-                tooltip=f"{placement.result.qualname}: {placement.result.part_label} time "
-                f"per step, from run {placement.result.run_id}",
+                tooltip="\n".join(tips),
             )
         )
-    hints.sort(key=lambda h: h.position.line)
     return hints

@@ -24,6 +24,13 @@ MAX_OPS = 15
 _NEURON_LINES: dict[Path, list[str]] = {}
 _NEURON_LINES_KEPT = 512
 
+# Markdown tables in VS Code's hovers have no cell padding: "1 | 9.51 ms" reads "19.51 ms". A
+# client whose Markdown parser is declared (LSP's general.markdown: VS Code's "marked") renders
+# HTML entities, so its cells get non-breaking spaces; others (Neovim shows the source) do not.
+PAD = "&nbsp;&nbsp;"
+# The advice in a result's warnings names CLI flags; in the editor the settings do that job.
+_FLAGS = {"--steps": "trnlens.steps", "--repeats": "trnlens.repeats", "--warmup": "trnlens.warmup"}
+
 
 def placement_at(doc: ProfiledDocument, position: types.Position) -> Placement | None:
     """The placed run a hover at ``position`` talks about (a measured line's, or its def's)."""
@@ -40,20 +47,21 @@ def hover(
     position: types.Position,
     artifacts: Path | None,
     compared: dict[str, dict] | None = None,
+    pad: bool = False,
 ) -> types.Hover | None:
     """``compared``: the document's finished comparisons by qualname (``analysis.summarize``'s
     answers), shown on the compared function's header."""
     for line, entry, placement in doc.line_figures():
         if line == position.line:
             called = library.hover_lines(placement, entry["line"], doc.relpath)
-            table = _line_table(entry, placement) + "".join("\n" + x for x in called)
+            table = _line_table(entry, placement, pad) + "".join("\n" + x for x in called)
             return _markdown(table + _footer(doc, placement, artifacts))
     placement = placement_at(doc, position)
     if placement is None:
         return None
     answer = (compared or {}).get(placement.result.qualname)
     extra = comparison_lines(answer) if answer else ""
-    return _markdown(_function_table(placement) + extra + _footer(doc, placement, artifacts))
+    return _markdown(_function_table(placement, pad) + extra + _footer(doc, placement, artifacts))
 
 
 def comparison_lines(answer: dict) -> str:
@@ -89,6 +97,28 @@ def neuron_lines(run_dir: Path) -> list[str]:
     return found
 
 
+def _row(cells: list[str], pad: bool) -> str:
+    """A table row; with ``pad``, a gap before every cell but the first."""
+    if pad:
+        cells = [cells[0], *(f"{PAD}{cell}" for cell in cells[1:])]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _device_column(placement: Placement) -> bool:
+    """Whether op time differs from CPU time: on the CPU backend it is the same figure."""
+    ops = placement.result.data.get("ops") or []
+    return any(
+        format.duration(op.get("self_cpu_us")) != format.duration(op.get("self_device_us"))
+        for op in ops
+    )
+
+
+def settings_not_flags(text: str) -> str:
+    for flag, setting in _FLAGS.items():
+        text = text.replace(f"({flag})", f"({setting})").replace(flag, setting)
+    return text
+
+
 def _markdown(text: str) -> types.Hover:
     return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text))
 
@@ -97,12 +127,22 @@ def _escape(text: str) -> str:
     return markdown.text(text)
 
 
-def _header(placement: Placement) -> list[str]:
-    device = markdown.text(placement.result.device_label)
-    return [f"| op | calls | CPU | {device} | shapes |", "|---|---:|---:|---:|---|"]
+def _header(placement: Placement, pad: bool) -> list[str]:
+    if _device_column(placement):
+        device = markdown.text(placement.result.device_label)
+        return [_row(["op", "calls", "CPU", device, "shapes"], pad), "|---|---:|---:|---:|---|"]
+    return [_row(["op", "calls", "CPU", "shapes"], pad), "|---|---:|---:|---|"]
 
 
-def _line_table(entry: dict, placement: Placement) -> str:
+def _op_row(name: str, calls: float, cpu_us, device_us, shapes: str, device: bool, pad: bool):
+    cells = [markdown.code(name), f"{calls:g}", format.duration(cpu_us)]
+    if device:
+        cells.append(format.duration(device_us))
+    cells.append(_escape(shapes))
+    return _row(cells, pad)
+
+
+def _line_table(entry: dict, placement: Placement, pad: bool = False) -> str:
     result = placement.result
     ops = {op["name"]: op for op in result.data.get("ops") or []}
     total = placement.line_total()
@@ -113,42 +153,63 @@ def _line_table(entry: dict, placement: Placement) -> str:
         f"{format.duration(entry.get('cpu_us'))} CPU · "
         f"{format.count(entry.get('dispatches'), 'dispatch')} per step",
         "",
-        *_header(placement),
+        *_header(placement, pad),
     ]
+    device = _device_column(placement)
     for name, calls in sorted((entry.get("ops") or {}).items(), key=lambda kv: -kv[1]):
         op = ops.get(name, {})
         part = calls / op["calls"] if op.get("calls") else 0
         rows.append(
-            f"| {markdown.code(name)} | {calls:g}"
-            f" | {format.duration(op.get('self_cpu_us', 0) * part)}"
-            f" | {format.duration(op.get('self_device_us', 0) * part)}"
-            f" | {_escape(format.shapes(op.get('input_shapes'), limit=1))} |"
+            _op_row(
+                name,
+                calls,
+                op.get("self_cpu_us", 0) * part,
+                op.get("self_device_us", 0) * part,
+                format.shapes(op.get("input_shapes"), limit=1),
+                device,
+                pad,
+            )  # fmt: skip
         )
     rows.append("")
     rows.append("_op times are the run's per-step self times, shared out by this line's calls_")
     return "\n".join(rows)
 
 
-def _function_table(placement: Placement) -> str:
+def _function_table(placement: Placement, pad: bool = False) -> str:
     result = placement.result
     if result.error:
         message = _escape(str(result.error.get("message")))
         return f"**{markdown.text(result.qualname)}** failed: {message}"
     ops = sorted(result.data.get("ops") or [], key=lambda op: -(op.get("self_device_us") or 0))
+    # The ops the function's lines dispatched, not what they call inside (aten::to ->
+    # aten::_to_copy -> aten::copy_...): 6 dispatches read as 6 rows, not 13.
+    lines = result.data.get("lines") or []
+    dispatched = {name for entry in lines for name in entry.get("ops") or {}}
+    nested = [op for op in ops if dispatched and op["name"] not in dispatched]
+    ops = [op for op in ops if not dispatched or op["name"] in dispatched]
     rows = [
         f"**{markdown.text(result.qualname)}**: {format.headline(result)} per step",
         "",
-        *_header(placement),
+        *_header(placement, pad),
     ]
+    device = _device_column(placement)
     for op in ops[:MAX_OPS]:
         rows.append(
-            f"| {markdown.code(op['name'])} | {op.get('calls', 0):g}"
-            f" | {format.duration(op.get('self_cpu_us'))}"
-            f" | {format.duration(op.get('self_device_us'))}"
-            f" | {_escape(format.shapes(op.get('input_shapes')))} |"
+            _op_row(
+                op["name"],
+                op.get("calls", 0),
+                op.get("self_cpu_us"),
+                op.get("self_device_us"),
+                format.shapes(op.get("input_shapes")),
+                device,
+                pad,
+            )  # fmt: skip
         )
     if len(ops) > MAX_OPS:
-        rows.append(f"| … {len(ops) - MAX_OPS} more | | | | |")
+        rows.append(_row([f"… {len(ops) - MAX_OPS} more", *[""] * (4 if device else 3)], False))
+    if nested:
+        rows.append("")
+        rows.append(f"_and {format.count(len(nested), 'op')} they called inside (in the report)_")
     rows.extend(compiled.hover_lines(result))  # a compiled run's graphs
     return "\n".join(rows)
 
@@ -168,7 +229,7 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         lines.append("**stale**: the function's source changed since this run")
     if (data.get("stability") or {}).get("noisy"):  # the warnings say why and what to do
         unstable = [w for w in data.get("warnings") or [] if stability.is_stability_warning(w)]
-        lines.extend(["", *(f"**not stable**: {_escape(w)}" for w in unstable)])
+        lines.extend(["", *(f"**not stable**: {_escape(settings_not_flags(w))}" for w in unstable)])
     trace = next((a for a in data.get("artifacts") or [] if a.get("kind") == "chrome_trace"), None)
     if trace and artifacts is not None:
         run_dir = (artifacts / placement.result.run_id).resolve()

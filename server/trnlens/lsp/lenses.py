@@ -21,7 +21,7 @@ from typing import Any
 from lsprotocol import types
 
 from trnlens import rankfigures
-from trnlens.lsp import compiled, format, run_findings
+from trnlens.lsp import compiled, format, missing_inputs, run_findings
 from trnlens.lsp.command_ids import CANCEL, PROFILE
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.placement import wants_lens
@@ -52,7 +52,10 @@ class LensCache:
     ) -> list[dict]:
         """``pending``: qualnames with a queued or running job in this document; ``ranks``: the
         target's ``nproc_per_node``."""
-        key = (doc.generation, target, placement, frozenset(doc.placements), pending, ranks)
+        key = (
+            doc.generation, target, placement, frozenset(doc.placements),
+            frozenset(doc.inputs_failures), pending, ranks,
+        )  # fmt: skip
         cached = self._by_uri.get(doc.uri)
         # The text object is replaced on every edit: identity says "same version", for free.
         if cached is not None and cached[0] is doc.text and cached[1] == key:
@@ -80,12 +83,14 @@ def code_lenses(
     lenses = []
     for symbol in analysis.symbols.values():
         qualname = symbol.qualname
-        figures = qualname in doc.placements or qualname in pending
+        figures = (
+            qualname in doc.placements or qualname in pending or qualname in doc.inputs_failures
+        )
         if not figures and not wants_lens(
             qualname, symbol.kind, symbol.suggested, analysis.modules, placement
         ):
             continue
-        line = analysis.def_line_now(symbol)
+        line = analysis.header_line_now(symbol)
         if line is None:
             continue
         position = {"line": line, "character": symbol.def_column}
@@ -121,11 +126,39 @@ def resolve(
     else:
         if target != LOCAL:
             arguments["target"] = target
-        title = (
-            _title(doc, qualname, target, history, ranks) if doc else _plain_title(target, ranks)
+        full = _title(doc, qualname, target, history, ranks) if doc else _plain_title(target, ranks)
+        title = fit(full)
+        tooltip = full if title != full else None
+        command = types.Command(
+            title=title, command=PROFILE, arguments=[arguments], tooltip=tooltip
         )
-        command = types.Command(title=title, command=PROFILE, arguments=[arguments])
+        if tooltip is not None and isinstance(lens.data, dict):
+            # vscode-languageclient drops a Command's tooltip: its middleware reads it here
+            return types.CodeLens(lens.range, command, {**lens.data, "tooltip": tooltip})
     return types.CodeLens(range=lens.range, command=command, data=lens.data)
+
+
+LENS_CHARS = 80  # a lens sits above code: as wide as an 80-column line, not past the edge
+# What goes first when a title is too long (the rest stays in the lens's tooltip).
+# " CPU": the host's wall time per step, beside the op time that says more.
+_DROP_FIRST = ("on ", "MFU ", " ago", "just now", " CPU")
+
+
+def fit(title: str, limit: int = LENS_CHARS) -> str:
+    """``title`` shortened toward ``limit`` characters by leaving out its least telling parts
+    (the target, MFU, the age, the host's wall time), never the op time, dispatches, stale, the
+    change against the baseline or the compile figures: a title of those alone may stay
+    longer."""
+    parts = title.split(" · ")
+    for marker in _DROP_FIRST:
+        if len(" · ".join(parts)) <= limit:
+            break
+        parts = [
+            p
+            for i, p in enumerate(parts)
+            if i < 2 or not (p.startswith(marker) or p.endswith(marker) or f" {marker}" in p)
+        ]
+    return " · ".join(parts)
 
 
 def _plain_title(target: str, ranks: int = 1) -> str:
@@ -144,6 +177,10 @@ def _title(
     title = _plain_title(target, ranks)
     placement = doc.placements.get(qualname)
     if placement is None:
+        # the last click stopped for want of inputs: say so where the user clicked
+        needs = qualname in doc.inputs_failures
+        if needs and not missing_inputs.has_inputs_directive(doc, qualname):
+            return f"{title} · failed: needs inputs"
         return title
     result = placement.result
     parts = [title]

@@ -42,9 +42,13 @@ class RunQueue:
         self,
         execute: Callable[[Job], Awaitable[None]],
         dropped: Callable[[Job], Awaitable[None]],
+        settled: Callable[[Job], None] | None = None,
     ):
         self._execute = execute  # runs a job; cancellation arrives as CancelledError
         self._dropped = dropped  # told when a job is cancelled before it started
+        # told once a job has left the queue (done, failed, cancelled or dropped): only then do
+        # the lenses stop showing it as pending, so that is when they must be refreshed
+        self._settled = settled or (lambda job: None)
         self._lanes: dict[str, deque[Job]] = {}
         self._running: dict[str, Job] = {}
         self._workers: dict[str, asyncio.Task] = {}
@@ -83,10 +87,17 @@ class RunQueue:
             lane.remove(job)
             job.state = "done"
             await self._dropped(job)
+            self._settled(job)
             return True
         if job.state == "running" and job.task is not None and not job.task.done():
             job.task.cancel()
             await asyncio.wait([job.task])  # the agent is told, and killed after its grace period
+            if self._running.get(job.target) is job:
+                # settle now rather than when the lane's worker next wakes: whoever cancelled
+                # (a lens click) sees the job gone as soon as this returns
+                job.state = "done"
+                self._running.pop(job.target, None)
+                self._settled(job)
             return True
         return False
 
@@ -102,7 +113,9 @@ class RunQueue:
                     await asyncio.wait([job.task])
                 finally:
                     job.state = "done"
-                    self._running.pop(target, None)
+                    if self._running.get(target) is job:  # not settled by cancel() already
+                        self._running.pop(target, None)
+                        self._settled(job)
         finally:
             self._workers.pop(target, None)
 

@@ -37,7 +37,7 @@ def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
     lenses = []
     for qualname, placement in doc.placements.items():
         symbol = analysis.symbols.get(qualname)
-        line = analysis.def_line_now(symbol) if symbol else None
+        line = analysis.header_line_now(symbol) if symbol else None
         if line is None:
             continue
         position = types.Position(line, symbol.def_column)
@@ -64,8 +64,8 @@ def hover_link(doc: ProfiledDocument, placement: Placement) -> str:
 
 
 async def report(server: TrnlensServer, arg: dict[str, Any]) -> dict:
-    """{uri?, qualname?, runId?, show?} -> {path, uri, root, runIds, reused}: the run ``runId``,
-    else the latest run of uri/qualname, else the project's latest run."""
+    """{uri?, qualname?, runId?, show?} -> {path, uri, root, runIds, reused, title}: the run
+    ``runId``, else the latest run of uri/qualname, else the project's latest run."""
     uri, qualname, run_id = arg.get("uri"), arg.get("qualname"), arg.get("runId")
     for name, value in (("uri", uri), ("qualname", qualname), ("runId", run_id)):
         if value is not None and not isinstance(value, str):
@@ -100,4 +100,13 @@ async def report(server: TrnlensServer, arg: dict[str, Any]) -> dict:
         "root": str(root),
         "runIds": built.run_ids,
         "reused": built.reused,
+        "title": _title(runs),
     }
+
+
+def _title(runs: list[dict]) -> str:
+    """A tab title a user can tell apart from the others: the function, not the run id."""
+    qualname = ((runs[0].get("function") or {}).get("qualname") if runs else None) or "run"
+    if len(runs) > 1:
+        return f"Compare {qualname} ({len(runs)} variants)"
+    return f"Report {qualname}"

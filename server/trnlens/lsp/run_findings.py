@@ -39,13 +39,20 @@ def provider(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
             f"{100 * finding['share']:.0f}% of the step ({result.qualname}, "
             f"{format.age(result.data['created_at'])})"
         )
-        if doc.is_stale(placement):
-            cost += " · stale: the function changed since"
+        if _applied(doc.text, finding, line):
+            continue  # its quick fix is in the text: the warning would outlive its cause
+        stale = doc.is_stale(placement)
+        if stale:
+            cost += " · stale: the function or its inputs changed since"
         found.append(
             types.Diagnostic(
                 range=_line_range(doc.text, line),
                 message=f"{finding['message']}\n{cost}",
-                severity=types.DiagnosticSeverity.Warning,
+                # a stale run's finding may no longer hold: a Hint (out of the Problems list)
+                # until the next run says again
+                severity=(
+                    types.DiagnosticSeverity.Hint if stale else types.DiagnosticSeverity.Warning
+                ),
                 source=SOURCE,
                 code=finding["id"],
                 data={"fix": finding.get("fix"), "details": finding.get("details") or {}},
@@ -88,6 +95,46 @@ def code_actions(doc: ProfiledDocument, params: types.CodeActionParams) -> list[
             )
         )
     return actions
+
+
+_FIXED_BY = {"set_to_none": "True", "foreach": "True", "conv_bias": "False", "num_workers": None}
+
+
+def _applied(text: str, finding: dict, line: int) -> bool:
+    """Whether the finding's one-keyword fix is already in its one target call."""
+    fix = finding.get("fix")
+    if fix not in _FIXED_BY:
+        return False
+    calls = _targets(text, fix, line, {"details": finding.get("details") or {}})
+    if calls is None or len(calls) != 1:
+        return False
+    name = "bias" if fix == "conv_bias" else fix
+    keyword = next((k for k in calls[0].keywords if k.arg == name), None)
+    if keyword is None:
+        return False
+    wanted = _FIXED_BY[fix]
+    if wanted is None:  # num_workers: any positive count answers it
+        value = keyword.value
+        return isinstance(value, ast.Constant) and isinstance(value.value, int) and value.value > 0
+    return ast.unparse(keyword.value) == wanted
+
+
+def _targets(text: str, fix, line: int, data: dict) -> list[ast.Call] | None:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None  # mid-edit: the next request has a parse
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    if fix == "set_to_none":
+        return [c for c in calls if _name(c.func) == "zero_grad" and c.lineno == line + 1]
+    if fix == "foreach":
+        optimizer = (data.get("details") or {}).get("optimizer")
+        return [c for c in calls if optimizer and _name(c.func) == optimizer]
+    if fix == "conv_bias":
+        return [c for c in calls if _name(c.func) in CONVS]
+    if fix == "num_workers":
+        return [c for c in calls if _name(c.func) == "DataLoader"]
+    return None
 
 
 def _edit(text: str, fix, line: int, data: dict) -> tuple[str, types.TextEdit] | None:

@@ -22,7 +22,7 @@ from lsprotocol import types
 
 from trnlens import project
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
-from trnlens.lsp import format
+from trnlens.lsp import format, missing_inputs
 from trnlens.lsp.documents import analyse
 from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
@@ -46,7 +46,7 @@ class RequestRefused(Exception):
 class Runs:
     def __init__(self, server: TrnlensServer):
         self.server = server
-        self.queue = RunQueue(self._execute, self._dropped)
+        self.queue = RunQueue(self._execute, self._dropped, self._settled)
         self._agents: dict[tuple, AgentProcess] = {}
         # every SSH host this server reached (agents, Neuron Explorer): their shared connections
         # (ControlPersist masters) end with the server, not ten minutes after it
@@ -192,6 +192,10 @@ class Runs:
     async def _dropped(self, job: Job) -> None:
         job.context["progress"].end("cancelled before it started")
         _settle(job, {"cancelled": True})
+
+    def _settled(self, job: Job) -> None:
+        """The job left the queue: its lens goes back to ▶ Profile (or shows the run's figures
+        or failure). Refreshing before this point would show the job as still pending."""
         self.server.refresh_lenses()
 
     async def _execute(self, job: Job) -> None:
@@ -220,6 +224,15 @@ class Runs:
             if failure.kind == "cancelled":
                 progress.end("cancelled")
                 _settle(job, {"cancelled": True})
+            elif missing_inputs.is_missing_inputs(failure.error):
+                # one sentence for the toast; the lens, a diagnostic and its quick fix do the rest
+                log.info("%s: %s", job.qualname, failure)
+                message = missing_inputs.short_message(str(failure))
+                if doc is not None:
+                    failed = missing_inputs.InputsFailure(job.qualname, message)
+                    doc.inputs_failures[job.qualname] = failed
+                self._fail(job, message, failure.kind)
+                self.server.publish(job.uri, force=True)
             else:
                 self._fail(job, f"{failure.kind} error: {failure}", failure.kind)
         except (SchemaMismatch, OSError) as exc:
@@ -293,9 +306,12 @@ class Runs:
         job.context["progress"].end(f"failed: {message}")
         severity = types.MessageType.Warning if kind == "usage" else types.MessageType.Error
         verb = job.context.get("verb", "profiling")
-        self.server.show(f"trnlens: {verb} {job.qualname} failed: {message}", severity)
+        if "done" not in job.context:
+            # A profile's command answered long ago: the message is the only way to tell. A
+            # comparison's command is still waiting: its error answer tells instead (once).
+            self.server.show(f"trnlens: {verb} {job.qualname} failed: {message}", severity)
         self.server.refresh_lenses()
-        _settle(job, error=message)
+        _settle(job, error=message, severity="warning" if kind == "usage" else "error")
 
 
 @dataclass(eq=False)
@@ -307,13 +323,17 @@ class CompareJob(Job):
         return (self.uri, self.qualname, "compare")
 
 
-def _settle(job: Job, value: dict | None = None, error: str | None = None) -> None:
+def _settle(
+    job: Job, value: dict | None = None, error: str | None = None, severity: str = "error"
+) -> None:
     """Answers whoever waits on the job (a comparison command), once."""
     done = job.context.get("done")
     if done is None or done.done():
         return
     if error is not None:
-        done.set_exception(RequestRefused(error))
+        refused = RequestRefused(error)
+        refused.severity = severity  # type: ignore[attr-defined]
+        done.set_exception(refused)
     else:
         done.set_result(value)
 

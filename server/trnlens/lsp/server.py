@@ -31,6 +31,7 @@ from trnlens.lsp import (
     hovers,
     lenses,
     library,
+    missing_inputs,
     rank_hints,
     run_findings,
     wire,
@@ -64,6 +65,7 @@ class TrnlensServer(LanguageServer):
         self.diagnostics.register(
             "profile.library", lambda doc, _: library.diagnostics(doc, self.documents.values())
         )
+        self.diagnostics.register("profile.inputs", missing_inputs.provider)
         self.analysis = AnalysisService(self)
         self.lenses = lenses.LensCache()
         self.diagnostics.register("analysis", self.analysis.provider)
@@ -295,7 +297,12 @@ def create_server() -> TrnlensServer:
             return
         text = ls.workspace.get_text_document(doc.uri).source
         doc.update(text, list(params.content_changes))
-        ls.publish(doc.uri)
+        if doc.restore_matching():  # an Undo: the run that measured this text is shown again
+            ls.refresh_lenses()
+            ls.refresh_hints()
+            ls.publish(doc.uri, force=True)
+        else:
+            ls.publish(doc.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     @_guard(None)
@@ -342,7 +349,8 @@ def create_server() -> TrnlensServer:
         if doc is None:
             return []
         return (
-            actions.code_actions(ls, doc, params)
+            missing_inputs.code_actions(doc, params)
+            + actions.code_actions(ls, doc, params)
             + run_findings.code_actions(doc, params)
             + library.code_actions(doc, params)
         )
@@ -374,7 +382,9 @@ def create_server() -> TrnlensServer:
         compared = {
             q: c.answer for (uri, q), c in ls.analysis.comparisons.items() if uri == doc.uri
         }
-        return hovers.hover(doc, params.position, artifacts, compared)
+        general = ls.client_capabilities.general
+        pad = bool(general and general.markdown)  # a declared Markdown parser renders &nbsp;
+        return hovers.hover(doc, params.position, artifacts, compared, pad)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def progress_cancel(ls: TrnlensServer, params: types.WorkDoneProgressCancelParams):

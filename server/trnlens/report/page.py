@@ -118,36 +118,41 @@ def _comparison(model: ReportModel) -> str:
         span = comp.get("speedup_range") or []
         baseline = comp.get("index", position) == 0
         speed = "baseline" if baseline else speedup.verdict(factor, span, "×")
+        speed_cell = E(speed)
         if not baseline and factor and len(span) == 2:
-            speed += f" ({speedup.span_text(span, '×', ' – ')})"
+            # the range on its own line: the column stays narrow enough for a side panel
+            between = speedup.span_text(span, "×", " – ")
+            speed_cell += f'<br><span class="muted range">{E(between)}</span>'
         if speedup.noisy(r):
-            speed += " · noisy (see its warnings)"
+            speed_cell += '<br><span class="muted">noisy (see its warnings)</span>'
         diff = comp.get("max_abs_diff")
         if comp.get("outputs_not_comparable"):
             diff = speedup.NOT_COMPARABLE
         status = E(r["error"]["message"]) if r.get("error") else ""
+        kind = E((r.get("variant") or {}).get("kind"))
         rows.append(
             "<tr>"
-            f"<td>{E(view.label)}</td>"
-            f"<td>{E((r.get('variant') or {}).get('kind'))}</td>"
-            f'<td class="num">{E(units.count(r.get("dispatches_per_step"), "dispatch"))}</td>'
+            f'<td class="label">{E(view.label)}<br><span class="muted">{kind}</span></td>'
+            f'<td class="num speedup">{speed_cell}</td>'
             f'<td class="num">{E(duration(timing.get("median_us")))}</td>'
+            f'<td class="num">{E(units.count(r.get("dispatches_per_step"), "dispatch"))}</td>'
+            f'<td class="num">{E(duration(r.get("device_time_per_step_us")))}</td>'
             f'<td class="num">{E(duration(timing.get("min_us")))} – '
             f"{E(duration(timing.get('max_us')))}</td>"
-            f'<td class="num speedup">{E(speed)}</td>'
             f'<td class="num">{E(_diff(diff))}</td>'
-            f'<td class="num">{E(duration(r.get("device_time_per_step_us")))}</td>'
             f"<td>{status}</td></tr>"
         )
     label = Result(model.runs[0].result).device_label
+    # What a reader compares first comes first (the variant, its speed-up, its time): in a
+    # narrow panel those stay in view and the rest scrolls inside the table's own box.
     return (
         '<section class="comparison"><h2>Variants</h2>'
         f'<p class="muted">{E(_method(model))}; max abs diff is the largest difference of '
         "each output from the baseline's, all variants starting from the same state</p>"
-        '<table class="variants"><thead><tr><th>variant</th><th>kind</th><th>dispatches</th>'
-        "<th>median</th><th>min – max</th><th>speed-up</th><th>max abs diff</th>"
-        f"<th>{E(label)} / step (profiled)</th><th></th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></section>"
+        '<div class="wide"><table class="variants"><thead><tr><th>variant</th>'
+        "<th>speed-up</th><th>median</th><th>dispatches</th>"
+        f"<th>{E(label)} / step (profiled)</th><th>min – max</th><th>max abs diff</th>"
+        f"<th></th></tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
     )
 
 
@@ -234,7 +239,8 @@ def _lines_section(view: RunView, prefix: str) -> str:
             _line_row(path_, n, None, e, total)
             for (path_, n), e in sorted(lines.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
         )
-        table = f'<table class="lines"><tbody>{rows}</tbody></table>' if rows else ""
+        table = f'<div class="wide"><table class="lines"><tbody>{rows}</tbody></table></div>'
+        table = table if rows else ""
         return (
             f'<section class="lines-section">{head}<p class="muted">{E(why)}</p>{table}</section>'
         )
@@ -248,25 +254,28 @@ def _lines_section(view: RunView, prefix: str) -> str:
         f'<section class="lines-section">{head}{note}'
         f'<p class="muted">{E(path)} · each dispatch counts on the innermost project line that '
         f"called it · bars: share of the function's {E(label)} time</p>"
-        '<table class="lines"><thead><tr><th>line</th><th>source</th><th>share</th>'
-        f"<th>{E(label)}</th><th>dispatches</th></tr></thead><tbody>{rows}</tbody></table></section>"
+        '<div class="wide"><table class="lines"><thead><tr><th>line</th><th>share</th>'
+        f"<th>{E(label)}</th><th>dispatches</th><th>source</th></tr></thead><tbody>{rows}</tbody>"
+        "</table></div></section>"
     )
 
 
 def _line_row(path, number, text, entry, total) -> str:
     where = f'data-path="{A(path)}" data-line="{A(number)}"'
     code = f"<td><code>{E(text)}</code></td>" if text is not None else f"<td>{E(path)}</td>"
+    # The figures before the source: a long line of code scrolls, the figures stay in view.
     if not entry:
         empty = "<td></td>" * 3
-        return f'<tr class="src" {where}><td class="num">{E(number)}</td>{code}{empty}</tr>'
+        return f'<tr class="src" {where}><td class="num">{E(number)}</td>{empty}{code}</tr>'
     share = (entry.get("device_us") or 0.0) / total if total else 0.0
     ops = ", ".join(f"{name} ×{n:g}" for name, n in (entry.get("ops") or {}).items())
     return (
         f'<tr class="src measured" {where} tabindex="0" title="{A(ops)}">'
-        f'<td class="num">{E(number)}</td>{code}'
+        f'<td class="num">{E(number)}</td>'
         f'<td class="share">{svg.share_bar(share)} {share:.0%}</td>'
         f'<td class="num">{E(duration(entry.get("device_us")))}</td>'
-        f'<td class="num">{E(units.count(entry.get("dispatches"), "dispatch"))}</td></tr>'
+        f'<td class="num">{E(units.count(entry.get("dispatches"), "dispatch"))}</td>'
+        f"{code}</tr>"
     )
 
 
@@ -277,6 +286,9 @@ def _ops_section(view: RunView, prefix: str) -> str:
     if not ops:
         none = '<p class="muted">none</p>'
         return f'<section class="ops-section"><h2>{E(prefix)}Ops</h2>{none}</section>'
+    # On the CPU backend the op time *is* CPU time: two columns of the same figures say nothing
+    # twice, so the second pair shows only where it differs from the first.
+    device = not same_as_cpu(ops)
     rows = []
     for op in ops:
         cells = [
@@ -284,35 +296,40 @@ def _ops_section(view: RunView, prefix: str) -> str:
             (op.get("calls") or 0, E(f"{op.get('calls', 0):g}"), "num"),
             (op.get("self_cpu_us") or 0, E(duration(op.get("self_cpu_us"))), "num"),
             (op.get("cpu_total_us") or 0, E(duration(op.get("cpu_total_us"))), "num"),
-            (op.get("self_device_us") or 0, E(duration(op.get("self_device_us"))), "num"),
-            (op.get("device_total_us") or 0, E(duration(op.get("device_total_us"))), "num"),
+        ]
+        if device:
+            cells += [
+                (op.get("self_device_us") or 0, E(duration(op.get("self_device_us"))), "num"),
+                (op.get("device_total_us") or 0, E(duration(op.get("device_total_us"))), "num"),
+            ]
+        cells.append(
             (units.shapes(op.get("input_shapes"), limit=3),
              E(units.shapes(op.get("input_shapes"), limit=3)), "shapes"),
-        ]  # fmt: skip
+        )  # fmt: skip
         rows.append(
             "<tr>"
             + "".join(f'<td class="{c}" data-v="{A(v)}">{t}</td>' for v, t, c in cells)
             + "</tr>"
         )
-    heads = [
-        "op",
-        "calls",
-        "self CPU",
-        "CPU total",
-        f"self {label}",
-        f"{label} total",
-        "input shapes",
-    ]
-    kinds = ["text", "num", "num", "num", "num", "num", "text"]
+    heads = ["op", "calls", "self CPU", "CPU total"]
+    heads += [f"self {label}", f"{label} total"] if device else []
+    heads.append("input shapes")
+    kinds = ["text"] + ["num"] * (len(heads) - 2) + ["text"]
     th = "".join(
         f'<th data-sort="{k}" tabindex="0">{E(h)}</th>' for h, k in zip(heads, kinds, strict=True)
     )
     return (
         f'<section class="ops-section"><h2>{E(prefix)}Ops (per step)</h2>'
         '<p class="muted">click a column to sort</p>'
-        f'<table class="ops sortable"><thead><tr>{th}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></section>"
+        f'<div class="wide"><table class="ops sortable"><thead><tr>{th}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
     )
+
+
+def same_as_cpu(ops: list[dict]) -> bool:
+    """Every op's device (op) time equals its CPU time, to the shown precision."""
+    pairs = (("self_cpu_us", "self_device_us"), ("cpu_total_us", "device_total_us"))
+    return all(duration(op.get(cpu)) == duration(op.get(dev)) for op in ops for cpu, dev in pairs)
 
 
 def _facts_section(view: RunView, comparison: bool) -> str:

@@ -1,0 +1,75 @@
+// Reading the VS Code workbench as a user sees it (code-server in Chromium): lens texts above a
+// line, notification toasts, waiting on what the screen shows.
+
+/** Monaco renders spaces as U+00A0; compare text as the user reads it. */
+export const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+
+export async function waitFor(what, probe, timeout) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    last = await probe();
+    if (last) {
+      return last;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`timed out waiting for ${what} (last seen: ${JSON.stringify(last)})`);
+}
+
+/** The text of the code lens right above the line containing `lineText` (its decorators
+ * included: a lens sits above them), marked `data-e2e-lens` for clicking; null when none. */
+export async function lensAbove(page, lineText) {
+  return page.evaluate((lineText) => {
+    const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+    const lines = [...document.querySelectorAll('.monaco-editor .view-line')].sort(
+      (a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top,
+    );
+    let index = lines.findIndex((el) => plain(el.textContent).includes(lineText));
+    if (index < 0) {
+      return null;
+    }
+    while (index > 0 && plain(lines[index - 1].textContent).trim().startsWith('@')) {
+      index--;
+    }
+    const top = lines[index].getBoundingClientRect().top;
+    let best = null;
+    let bestGap = Infinity;
+    for (const lens of document.querySelectorAll('.monaco-editor .codelens-decoration')) {
+      const gap = top - lens.getBoundingClientRect().bottom;
+      if (gap >= -2 && gap < bestGap) {
+        best = lens;
+        bestGap = gap;
+      }
+    }
+    // A lens further up belongs to a line above this one.
+    if (!best || bestGap > 8) {
+      return null;
+    }
+    best.setAttribute('data-e2e-lens', lineText);
+    return plain(best.textContent);
+  }, lineText);
+}
+
+/** The texts of the notification toasts on screen now. */
+export async function toasts(page) {
+  const texts = await page.locator('.notifications-toasts .notification-toast').allTextContents();
+  return texts.map(plain);
+}
+
+/** Closes every notification (the palette's "Clear All Notifications"). */
+export async function clearNotifications(page, runPaletteCommand) {
+  await runPaletteCommand(page, 'Notifications: Clear All Notifications');
+  await waitFor('no notification toast', async () => ((await toasts(page)).length === 0 ? true : null), 10_000);
+}
+
+/** The rendered text of the line containing `lineText`, with its inlay hints. */
+export async function lineText(page, needle) {
+  return page.evaluate((needle) => {
+    const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+    const line = [...document.querySelectorAll('.monaco-editor .view-line')].find((el) =>
+      plain(el.textContent).includes(needle),
+    );
+    return line ? plain(line.textContent) : null;
+  }, needle);
+}
