@@ -105,7 +105,7 @@ def _comparison(model: ReportModel) -> str:
         if not baseline and factor and len(span) == 2:
             speed += f" ({speedup.span_text(span, '×', ' – ')})"
         if speedup.noisy(r):
-            speed += " · noisy (see its warnings)"
+            speed += " · noisy"  # its warnings (run facts) say why
         diff = comp.get("max_abs_diff")
         if comp.get("outputs_not_comparable"):
             diff = speedup.NOT_COMPARABLE
