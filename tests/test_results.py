@@ -62,3 +62,12 @@ def test_device_label_never_claims_a_device_for_cpu_runs(make_project):
         "NEURON"
     )
     assert result.identity == "m.py::f"
+
+
+def test_parts_say_when_they_are_shares_of_the_unprofiled_median(make_project):
+    root = make_project({"m.py": CODE})
+    result = Result.parse(run(root, [{"path": "m.py", "qualname": "f"}]))
+    scale = {"basis": "profiled", "total_us": 10.0, "factor": 1.0}
+    assert Result({**result.data, "time_scale": scale}).part_label == "CPU (ops)"
+    inflated = {**scale, "basis": "unprofiled"}
+    assert Result({**result.data, "time_scale": inflated}).part_label == "unprofiled share"

@@ -77,7 +77,7 @@ def timed_out(timeout_s: float | None, agent) -> AgentFailure:
     if phase == "compiling":
         message += "; a first compile can take minutes (Neuron): raise --timeout"
     else:
-        message += "; a step that never returns (a loop without end, a wait) stops here"
+        message += "; is the code stuck (an endless loop, a wait)? else raise --timeout"
     failure = _failure("timeout", message)
     failure.error["path"], failure.error["line"] = answer.get("path"), answer.get("line")
     return failure

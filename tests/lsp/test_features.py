@@ -179,11 +179,13 @@ def test_hover_on_a_noisy_run_repeats_why_its_figures_are_not_stable():
     doc = _doc()
     run = _result()
     warning = "the profiled steps took 2.8x the unprofiled ones (median 2.8 ms vs 1 ms): ..."
-    run.data["warnings"] = ["import torch took 2.0 s (cold agent)", warning]
+    advice = "to steady these figures, try more steps (--steps)"
+    run.data["warnings"] = ["import torch took 2.0 s (cold agent)", warning, advice]
     run.data["stability"] = {"profiler_overhead": 2.8, "noisy": True}
     doc.place(run)
     text = hovers.hover(doc, types.Position(3, 4), None).contents.value
     assert f"**not stable**: {warning}" in text and "import torch took" not in text
+    assert text.count("trnlens.steps") == 1 and "To steady these figures, try more steps" in text
 
 
 def test_a_long_lens_title_fits_by_leaving_out_its_least_telling_parts():

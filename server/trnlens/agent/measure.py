@@ -8,6 +8,9 @@ Three passes, each for one job (docs/design.md):
 2. lines: the same steps under the line-attribution mode (eager code only), input shapes too;
 3. timing: no profiler at all, synchronised, median of N with min and max: the profiler's per-op
    cost penalises unfused code, so speed-ups between variants come from here.
+The headline's device, CPU and wall times are medians over the same profiled steps; lines and
+findings are then put on the basis of the headline the lens shows (basis.py). In a comparison the
+timing pass waits: the variants are timed together in interleaved rounds (rounds.py, runner.py).
 Step times are medians over steps with min and max beside them, and ``stability`` judges them
 (spread, the profiled/unprofiled ratio, page faults) and says in the warnings when they mislead.
 The headline and timing passes start measuring only once the steps have settled: a step that
@@ -161,10 +164,10 @@ class Measurer:
         out = step()
         self.backend.synchronize()
         elapsed = (time.perf_counter() - start) * 1e6
-        if keep is not None:
-            keep(out)
         self.last_faults = _page_faults() - faults
         self.calm_steps = self.calm_steps + 1 if self.last_faults == 0 else 0
+        if keep is not None:  # after the step's own figures: the copy is not the code's cost
+            keep(out)
         self.steps_us += elapsed  # what the user's code cost; the rest is trnlens's overhead
         return elapsed
 

@@ -686,8 +686,8 @@ class Runner:
         made again from a fresh copy of the same snapshot with the same seeds, must give the
         same output, or what it returns depends on state outside its inputs (module globals,
         files) or on nondeterminism, and any difference between variants means nothing."""
-        if self.replay is None or base["error"] or base.get("_output") is None:
-            return None
+        if self.replay is None or base["error"] or not base.get("_output"):
+            return None  # no tensor output: there is no difference to give anyway
         try:
             again = self.replay()
         except Exception as exc:  # the code ran once already: a second failure is still a fact

@@ -229,7 +229,7 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         lines.append("**stale**: the function's source changed since this run")
     if (data.get("stability") or {}).get("noisy"):  # the warnings say why and what to do
         unstable = [w for w in data.get("warnings") or [] if stability.is_stability_warning(w)]
-        lines.extend(["", *(f"**not stable**: {_escape(settings_not_flags(w))}" for w in unstable)])
+        lines.extend(["", *(_unstable(settings_not_flags(w)) for w in unstable)])
     trace = next((a for a in data.get("artifacts") or [] if a.get("kind") == "chrome_trace"), None)
     if trace and artifacts is not None:
         run_dir = (artifacts / placement.result.run_id).resolve()
@@ -241,6 +241,13 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         lines.extend(neuron_lines(artifacts / placement.result.run_id))
         lines.extend(["", report_link(doc, placement)])
     return "\n".join(lines)
+
+
+def _unstable(warning: str) -> str:
+    """A stability warning for the hover; the advice that follows them is said once, plainly."""
+    if warning.startswith(stability.ADVICE_PREFIX):
+        return _escape(warning[0].upper() + warning[1:])
+    return f"**not stable**: {_escape(warning)}"
 
 
 def _neuron_lines(run_dir: Path) -> list[str]:
