@@ -203,16 +203,6 @@ def inlay_hints(
     return hints
 
 
-def is_library_document(doc: ProfiledDocument, others: Iterable[ProfiledDocument]) -> bool:
-    path = _resolved(doc.path)
-    for other in others:
-        for placement in _placements(other):
-            for frame in placement.result.data.get("frames") or []:
-                if not frame.get("project") and _resolved(Path(str(frame.get("path")))) == path:
-                    return True
-    return False
-
-
 # -- the quick fix ---------------------------------------------------------------------------
 def code_actions(doc: ProfiledDocument, params: types.CodeActionParams) -> list[types.CodeAction]:
     actions = []
