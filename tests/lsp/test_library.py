@@ -80,6 +80,9 @@ async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix
             )
         )
         (swap,) = [a for a in actions if a.title.startswith("Swap LlamaRMSNorm.forward")]
+        (measure,) = [a for a in actions if a.title.startswith("Measure the swap: logits")]
+        assert measure.command.command == "trnlens.server.measureFix"
+        assert measure.command.arguments == [{"uri": uri, "qualname": "logits", "code": "TRN001"}]
         edits = swap.edit.changes[uri]
         inserted = edits[0].new_text
         assert "from transformers.models.llama.modeling_llama import LlamaRMSNorm" in inserted
@@ -144,3 +147,19 @@ async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path)
         text = (await ed.hover(uri, calling, 12)).contents.value
         assert "**library code called here**" in text
         assert "(transformers 4.57.6) |" in text and "| `model` | LlamaForCausalLM | 1 |" in text
+
+        # Measure the swap from the editor: the comparison compare --fix runs.
+        actions = await ed.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri),
+                range=found[0].range,
+                context=types.CodeActionContext(diagnostics=found),
+            )
+        )
+        (measure,) = [a for a in actions if a.title.startswith("Measure the swap: logits")]
+        answer = await ed.command(measure.command.command, *measure.command.arguments)
+        kinds = [row["kind"] for row in answer["variants"]]
+        assert kinds == ["function", "swap", "compiled"]
+        dispatches = [row["dispatches"] for row in answer["variants"]]
+        assert dispatches[0] - dispatches[1] == 20 and answer["maxAbsDiff"][1] == 0.0
+        assert f"; fixed TRN001 in LlamaRMSNorm {dispatches[1]:g} dispatches" in answer["message"]

@@ -28,6 +28,7 @@ from trnlens.lsp import format, markdown
 from trnlens.lsp.documents import Placement, ProfiledDocument
 
 SOURCE = "trnlens (library)"
+MEASURE_FIX = "trnlens.server.measureFix"  # lsp/commands.py: falls back to the run's swaps
 MAX_LINES = 5
 MAX_MODULES = 6
 
@@ -74,7 +75,9 @@ def diagnostics(
                 )
                 if doc.is_stale(placement):
                     message += " · stale: the function changed since"
-                found.append(_diagnostic(doc.text, line, message, entry, roots))
+                found.append(
+                    _diagnostic(doc.text, line, message, entry, roots, placement.result.qualname)
+                )
     path = _resolved(doc.path)
     for other in others:
         for placement in _placements(other):
@@ -88,14 +91,17 @@ def diagnostics(
     return found
 
 
-def _diagnostic(text: str, line: int, message: str, entry: dict, roots: list) -> types.Diagnostic:
+def _diagnostic(
+    text: str, line: int, message: str, entry: dict, roots: list, qualname: str | None = None
+) -> types.Diagnostic:
+    fixable = entry.get("fix") and qualname
     return types.Diagnostic(
         range=_line_range(text, line),
         message=message,
         severity=types.DiagnosticSeverity.Warning,
         source=SOURCE,
         code=entry.get("code"),
-        data={"entry": entry, "roots": roots} if entry.get("fix") and roots else None,
+        data={"entry": entry, "roots": roots, "qualname": qualname} if fixable else None,
     )
 
 
@@ -212,6 +218,18 @@ def code_actions(doc: ProfiledDocument, params: types.CodeActionParams) -> list[
         entry, roots = diagnostic.data.get("entry"), diagnostic.data.get("roots") or []
         if not isinstance(entry, dict) or not entry.get("fix"):
             continue
+        qualname = diagnostic.data.get("qualname")
+        if isinstance(qualname, str):  # compare --fix's module swap, from the editor
+            title = f"Measure the swap: {qualname} vs {entry.get('owner')} swapped vs torch.compile"
+            arguments = {"uri": doc.uri, "qualname": qualname, "code": entry.get("code")}
+            actions.append(
+                types.CodeAction(
+                    title=f"{title} (trnlens)",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    command=types.Command(title=title, command=MEASURE_FIX, arguments=[arguments]),
+                )
+            )
         edits = swap_edits(doc.text, entry, roots)
         if edits is None:
             continue
