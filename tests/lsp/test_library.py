@@ -19,6 +19,7 @@ from tests.cli.conftest import REPO
 from tests.libraries.fixtures import CALLER, llama_result, modeling_llama
 
 from .session import editor
+from .test_e2e_analysis import _command_or_action
 
 SAMPLE = "samples/tiny_llama.py"
 
@@ -72,17 +73,13 @@ async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix
         assert "| … 3 more | | | |" in text  # the top 6 modules by total time
         assert text.index("linear.py:125") < text.index("modeling_llama.py:66")  # by time
 
-        actions = await ed.client.text_document_code_action_async(
-            types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri),
-                range=found[0].range,
-                context=types.CodeActionContext(diagnostics=found),
-            )
-        )
+        actions = await _actions(ed, uri, found)
         (swap,) = [a for a in actions if a.title.startswith("Swap LlamaRMSNorm.forward")]
         (measure,) = [a for a in actions if a.title.startswith("Measure the swap: logits")]
         assert measure.command.command == "trnlens.server.measureFix"
-        assert measure.command.arguments == [{"uri": uri, "qualname": "logits", "code": "TRN001"}]
+        assert list(measure.command.arguments) == [
+            {"uri": uri, "qualname": "logits", "code": "TRN001"}
+        ]
         edits = swap.edit.changes[uri]
         inserted = edits[0].new_text
         assert "from transformers.models.llama.modeling_llama import LlamaRMSNorm" in inserted
@@ -90,6 +87,20 @@ async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix
         assert "torch.rms_norm(" in inserted
         assert [e.new_text for e in edits[1:]] == ["use_fused_llama_rms_norm(", ")"]
         assert all("site-packages" not in e.new_text for e in edits)
+
+
+async def _actions(ed, uri: str, diagnostics: list) -> list:
+    """The code actions for ``diagnostics``, told apart from commands as an editor does."""
+    converter = ed.client.protocol._converter
+    converter.register_structure_hook(
+        types.Command | types.CodeAction, _command_or_action(converter)
+    )
+    params = types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri),
+        range=diagnostics[0].range,
+        context=types.CodeActionContext(diagnostics=diagnostics),
+    )
+    return list(await ed.client.text_document_code_action_async(params) or [])
 
 
 def _open_path(ed, path: str) -> str:
@@ -149,13 +160,7 @@ async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path)
         assert "(transformers 4.57.6) |" in text and "| `model` | LlamaForCausalLM | 1 |" in text
 
         # Measure the swap from the editor: the comparison compare --fix runs.
-        actions = await ed.client.text_document_code_action_async(
-            types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri),
-                range=found[0].range,
-                context=types.CodeActionContext(diagnostics=found),
-            )
-        )
+        actions = await _actions(ed, uri, found)
         (measure,) = [a for a in actions if a.title.startswith("Measure the swap: logits")]
         answer = await ed.command(measure.command.command, *measure.command.arguments)
         kinds = [row["kind"] for row in answer["variants"]]
