@@ -132,6 +132,10 @@ async def test_an_opened_library_file_shows_the_runs_figures(tmp_path):
         )
         assert [d.range.start.line + 1 for d in found] == [66]
         assert "called from samples/tiny_llama.py:34" in found[0].message
+        # The library file changed since the run read it: its figures say they may be off.
+        ed.edit(uri, 0, 0, "# edited\n")
+        hints = await ed.hints(uri, lines=200)  # the edit is handled before this request
+        assert hints and all(h.label.endswith(" · stale") for h in hints)
 
 
 async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path):

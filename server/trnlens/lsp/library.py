@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -191,11 +192,15 @@ def inlay_hints(
                 if 0 <= line < len(text_lines) and range_.start.line <= line <= range_.end.line:
                     by_line[line] = (frame, placement, total)  # the latest placement wins
     hints = []
+    digest = hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()
     for line, (frame, placement, total) in sorted(by_line.items()):
         time_us = frame.get("self_time_per_step_us") or 0
         parts = [_share(time_us, total), format.duration(time_us)]
         if frame.get("dispatches_per_step"):
             parts.append(format.count(frame["dispatches_per_step"], "dispatch"))
+        recorded = (placement.result.data.get("library_digests") or {}).get(frame.get("path"))
+        if recorded and recorded != digest:
+            parts.append("stale")  # the file changed since the run read it: lines may have moved
         callers = ", ".join(f"{c['path']}:{c['line']}" for c in frame.get("callers") or [])
         hints.append(
             types.InlayHint(
