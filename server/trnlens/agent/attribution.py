@@ -150,7 +150,10 @@ def skip_frames(torch, functions) -> None:
     compiled as frames of their own (a hook called between compiled frames would otherwise become
     an empty compiled region, one more dispatch, with its body skipped). Traced *inside* a
     compiled frame they stay inlined (and do nothing there: ``is_compiling``). Feature-detected:
-    a private API; without it the counts of compiled code may include such regions."""
+    a private API; without it the counts of compiled code may include such regions. Nothing to
+    do while dynamo is not loaded (then nothing was compiled)."""
+    if "torch._dynamo" not in sys.modules:
+        return
     try:
         from torch._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
@@ -298,6 +301,8 @@ class CompiledCallSites:
         self._touched: list[list] = []
 
     def __enter__(self):
+        if "torch._dynamo" not in sys.modules:  # then nothing was compiled
+            return self
         try:
             from torch._dynamo.eval_frame import _TorchDynamoContext as cls
         except Exception:
