@@ -136,6 +136,15 @@ async def test_an_opened_library_file_shows_the_runs_figures(tmp_path):
         ed.edit(uri, 0, 0, "# edited\n")
         hints = await ed.hints(uri, lines=200)  # the edit is handled before this request
         assert hints and all(h.label.endswith(" · stale") for h in hints)
+        stale = await ed.wait_for(
+            lambda: [
+                d
+                for d in ed.diagnostics(uri)
+                if d.message.endswith("changed since the run read it")
+            ],
+            what="the finding marked stale",
+        )
+        assert len(stale) == 1
 
 
 async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path):

@@ -80,6 +80,7 @@ def diagnostics(
                     _diagnostic(doc.text, line, message, entry, roots, placement.result.qualname)
                 )
     path = _resolved(doc.path)
+    digest = None
     for other in others:
         for placement in _placements(other):
             for entry in placement.result.data.get("library_findings") or []:
@@ -88,6 +89,9 @@ def diagnostics(
                 callers = ", ".join(f"{c['path']}:{c['line']}" for c in entry.get("callers") or [])
                 message = f"{entry['message']} (measured by a run of {placement.result.identity}"
                 message += f", called from {callers})" if callers else ")"
+                digest = digest or _digest(doc.text)
+                if _changed(placement, str(entry.get("path")), digest):
+                    message += " · stale: the file changed since the run read it"
                 found.append(_diagnostic(doc.text, int(entry["line"]) - 1, message, entry, []))
     return found
 
@@ -192,14 +196,13 @@ def inlay_hints(
                 if 0 <= line < len(text_lines) and range_.start.line <= line <= range_.end.line:
                     by_line[line] = (frame, placement, total)  # the latest placement wins
     hints = []
-    digest = hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()
+    digest = _digest(doc.text)
     for line, (frame, placement, total) in sorted(by_line.items()):
         time_us = frame.get("self_time_per_step_us") or 0
         parts = [_share(time_us, total), format.duration(time_us)]
         if frame.get("dispatches_per_step"):
             parts.append(format.count(frame["dispatches_per_step"], "dispatch"))
-        recorded = (placement.result.data.get("library_digests") or {}).get(frame.get("path"))
-        if recorded and recorded != digest:
+        if _changed(placement, str(frame.get("path")), digest):
             parts.append("stale")  # the file changed since the run read it: lines may have moved
         callers = ", ".join(f"{c['path']}:{c['line']}" for c in frame.get("callers") or [])
         hints.append(
@@ -212,6 +215,17 @@ def inlay_hints(
             )
         )
     return hints
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _changed(placement: Placement, path: str, digest: str) -> bool:
+    """The library file at ``path`` differs from what the run's rules read (libraries/rules.py
+    records each file's sha256); unknown (an older run) counts as unchanged."""
+    recorded = (placement.result.data.get("library_digests") or {}).get(path)
+    return bool(recorded) and recorded != digest
 
 
 # -- the quick fix ---------------------------------------------------------------------------
