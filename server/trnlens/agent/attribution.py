@@ -26,9 +26,8 @@ import platform
 import sys
 import sysconfig
 
-from .events import LINE_LABEL
+from .events import LINE_LABEL, MODULE_LABEL
 
-MODULE_LABEL = "trnlens.module:"
 _AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
