@@ -25,10 +25,10 @@ import os
 import platform
 import sys
 import sysconfig
+import threading
 
-from .events import LINE_LABEL
+from .events import LINE_LABEL, MODULE_LABEL
 
-MODULE_LABEL = "trnlens.module:"
 _AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -211,6 +211,9 @@ class ModuleTracker:
         self._handles: list = []
         self._unnamed = 0
         self._is_compiling = _is_compiling(torch)
+        # The hooks are global, the label stack this thread's: module calls on other threads
+        # (the function mode does not see them either) are left alone.
+        self._thread = threading.get_ident()
 
     def __enter__(self):
         hooks = self.torch.nn.modules.module
@@ -251,7 +254,7 @@ class ModuleTracker:
         return self.names[id(module)]
 
     def _pre(self, module, args):
-        if self._is_compiling() or _is_wrapper(module):
+        if self._is_compiling() or _is_wrapper(module) or threading.get_ident() != self._thread:
             return None
         key = self._keys.get(id(module))
         if key is None:
@@ -268,7 +271,7 @@ class ModuleTracker:
         return None
 
     def _post(self, module, args, output):
-        if self._is_compiling() or _is_wrapper(module):
+        if self._is_compiling() or _is_wrapper(module) or threading.get_ident() != self._thread:
             return None
         key = self._keys.get(id(module))
         while self._stack:

@@ -17,6 +17,7 @@ from collections import defaultdict
 
 STEP_PREFIX = "ProfilerStep"
 LINE_LABEL = "trnlens.line:"
+MODULE_LABEL = "trnlens.module:"  # around each nn.Module call in the attribution pass
 COMPILED_REGION = "Torch-Compiled Region"
 COMPILED_GRAPH = "## Call CompiledFxGraph"
 
@@ -44,8 +45,8 @@ def is_host(event) -> bool:
 
 
 def is_bookkeeping(event) -> bool:
-    """Events trnlens or the profiler made, not work: steps and our own line labels."""
-    return is_step(event) or event.name.startswith(LINE_LABEL)
+    """Events trnlens or the profiler made, not work: steps and our own line and module labels."""
+    return is_step(event) or event.name.startswith((LINE_LABEL, MODULE_LABEL))
 
 
 def _ancestors(event):
