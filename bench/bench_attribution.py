@@ -8,7 +8,10 @@ and transformers imported once), three ways, interleaved over several rounds:
 - ``full``: innermost frame, project line and nn.Module of every dispatch (the default now).
 Figures: the attribution pass's wall time (``accounting.attribution_us``: one step under the mode,
 the profiler's warm-up step and its recorded steps) and the whole variant's (import, inputs, every
-pass), medians over the rounds, and result.json's size. Then the size of result.json for a
+pass), medians over the rounds, and result.json's size. On a busy machine wall times say little,
+so the modes' own cost is also measured directly: one forward under each mode (no profiler; the
+same hooks and labels the pass uses), interleaved, as this thread's CPU time (``thread_time``:
+what other processes do not inflate as much), median of many. Then the size of result.json for a
 32-layer config of the same model (hidden 64), where the bounded tables matter.
 
 Run: python bench/bench_attribution.py [--rounds N]
@@ -21,6 +24,7 @@ import json
 import os
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from trnlens.agent.runner import Runner
@@ -68,6 +72,48 @@ def profile(root: Path, options: dict, steps: int = 5) -> dict:
     return result
 
 
+def mode_costs(root: Path, repeats: int) -> dict[str, list[float]]:
+    """This thread's CPU time (µs) of one forward under each way's mode, interleaved."""
+    import contextlib
+    import importlib.util
+
+    import torch
+    from trnlens.agent import attribution, loader
+    from trnlens.agent.lines import make_line_mode
+
+    spec = importlib.util.spec_from_file_location("bench_llama", root / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, ids = module.build()
+    model.eval()
+    project = loader.Project(root=str(root))
+    kinds = attribution.FrameKinds(project.is_project_file, project.relpath, torch)
+    named = attribution.reachable_modules(torch, [("model", model)])
+
+    def contexts(way):
+        if way == "off":
+            return [contextlib.nullcontext()]
+        if way == "lines":
+            return [make_line_mode(torch, project.is_project_file, project.relpath)]
+        mode = attribution.make_attribution_mode(torch, kinds)
+        names = {id(m): n for n, m in named}
+        tracker = attribution.ModuleTracker(torch, kinds, names, [m for _, m in named])
+        return [tracker, attribution.CompiledCallSites(torch, mode), mode]
+
+    costs: dict[str, list[float]] = {w: [] for w in WAYS}
+    with torch.inference_mode():
+        for _ in range(repeats):
+            for way in WAYS:
+                with contextlib.ExitStack() as stack:
+                    for context in contexts(way):
+                        stack.enter_context(context)
+                    module.generate(model, ids)  # the first call under a fresh mode: not counted
+                    began = time.thread_time()
+                    module.generate(model, ids)
+                    costs[way].append((time.thread_time() - began) * 1e6)
+    return costs
+
+
 def size(result: dict) -> int:
     return len(json.dumps(result, indent=1).encode())  # as the store writes result.json
 
@@ -111,6 +157,16 @@ def main() -> None:
         print(f"full vs lines: attribution pass x{full_pass / lines_pass:.2f}, whole variant "
               f"x{full_variant / lines_variant:.2f}; full vs off (the baseline): whole variant "
               f"x{full_variant / off_variant:.2f}")  # fmt: skip
+
+        costs = mode_costs(small, repeats=max(rounds * 6, 20))
+        off = statistics.median(costs["off"])
+        print(f"\none forward under each mode (thread CPU time, median of {len(costs['off'])}):")
+        for way in WAYS:
+            median, low, high = (f(costs[way]) / 1000 for f in (statistics.median, min, max))
+            print(f"  {way:6} {median:7.2f} ms  x{median * 1000 / off:.2f} of off "
+                  f"(min {low:.2f}, max {high:.2f})")  # fmt: skip
+        full_cost, lines_cost = statistics.median(costs["full"]), statistics.median(costs["lines"])
+        print(f"  full vs lines: x{full_cost / lines_cost:.2f}")
 
         full = profile(big, {**WAYS["full"], "timing": False}, steps=2)
         lines = profile(big, {**WAYS["lines"], "timing": False}, steps=2)

@@ -12,8 +12,10 @@ import inspect
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 import torch
+from trnlens.results import schema
 
 from tests.agent.conftest import line_of, run
 
@@ -221,6 +223,7 @@ def test_a_host_sync_in_library_code_is_reported_at_its_line_and_the_calling_lin
     library = libs / "synclib" / "__init__.py"
     sync_line = line_of(library.parent, "__init__.py", "if (x < 0).any():")
     call_line = line_of(root, "model.py", "z = relu_if_negative(y)")
+    jsonschema.validate(result, schema())
     [sync] = result["host_syncs"]
     assert sync["op"] == "aten::is_nonzero" and sync["count_per_step"] == 1
     assert sync["frame"] == {"path": str(library), "line": sync_line,

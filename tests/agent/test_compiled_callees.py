@@ -7,8 +7,10 @@ to a second on these cores; dynamo's graphs, breaks and regions are the same as 
 
 from __future__ import annotations
 
+import jsonschema
 import pytest
 from trnlens.cli.render import render_result
+from trnlens.results import schema
 
 from tests.agent.conftest import line_of, run
 
@@ -61,6 +63,7 @@ def eager_only(x):
 def test_a_compiled_callee_reports_the_break_at_its_print(make_project, capfd):
     root = make_project({"model.py": CALLEES})
     result = run(root, [{"path": "model.py", "qualname": "uses_norm"}])
+    jsonschema.validate(result, schema())
     compiled = result["compile"]
     assert compiled["scope"] == "callee" and compiled["compiled_in_run"]
     [brk] = compiled["breaks"]

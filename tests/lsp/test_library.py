@@ -19,6 +19,7 @@ from tests.cli.conftest import REPO
 from tests.libraries.fixtures import CALLER, llama_result, modeling_llama
 
 from .session import editor
+from .test_e2e_analysis import _command_or_action
 
 SAMPLE = "samples/tiny_llama.py"
 
@@ -72,14 +73,13 @@ async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix
         assert "| … 3 more | | | |" in text  # the top 6 modules by total time
         assert text.index("linear.py:125") < text.index("modeling_llama.py:66")  # by time
 
-        actions = await ed.client.text_document_code_action_async(
-            types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri),
-                range=found[0].range,
-                context=types.CodeActionContext(diagnostics=found),
-            )
-        )
+        actions = await _actions(ed, uri, found)
         (swap,) = [a for a in actions if a.title.startswith("Swap LlamaRMSNorm.forward")]
+        (measure,) = [a for a in actions if a.title.startswith("Measure the swap: logits")]
+        assert measure.command.command == "trnlens.server.measureFix"
+        assert list(measure.command.arguments) == [
+            {"uri": uri, "qualname": "logits", "code": "TRN001"}
+        ]
         edits = swap.edit.changes[uri]
         inserted = edits[0].new_text
         assert "from transformers.models.llama.modeling_llama import LlamaRMSNorm" in inserted
@@ -87,6 +87,20 @@ async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix
         assert "torch.rms_norm(" in inserted
         assert [e.new_text for e in edits[1:]] == ["use_fused_llama_rms_norm(", ")"]
         assert all("site-packages" not in e.new_text for e in edits)
+
+
+async def _actions(ed, uri: str, diagnostics: list) -> list:
+    """The code actions for ``diagnostics``, told apart from commands as an editor does."""
+    converter = ed.client.protocol._converter
+    converter.register_structure_hook(
+        types.Command | types.CodeAction, _command_or_action(converter)
+    )
+    params = types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri),
+        range=diagnostics[0].range,
+        context=types.CodeActionContext(diagnostics=diagnostics),
+    )
+    return list(await ed.client.text_document_code_action_async(params) or [])
 
 
 def _open_path(ed, path: str) -> str:
@@ -118,6 +132,19 @@ async def test_an_opened_library_file_shows_the_runs_figures(tmp_path):
         )
         assert [d.range.start.line + 1 for d in found] == [66]
         assert "called from samples/tiny_llama.py:34" in found[0].message
+        # The library file changed since the run read it: its figures say they may be off.
+        ed.edit(uri, 0, 0, "# edited\n")
+        hints = await ed.hints(uri, lines=200)  # the edit is handled before this request
+        assert hints and all(h.label.endswith(" · stale") for h in hints)
+        stale = await ed.wait_for(
+            lambda: [
+                d
+                for d in ed.diagnostics(uri)
+                if d.message.endswith("changed since the run read it")
+            ],
+            what="the finding marked stale",
+        )
+        assert len(stale) == 1
 
 
 async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path):
@@ -144,3 +171,13 @@ async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path)
         text = (await ed.hover(uri, calling, 12)).contents.value
         assert "**library code called here**" in text
         assert "(transformers 4.57.6) |" in text and "| `model` | LlamaForCausalLM | 1 |" in text
+
+        # Measure the swap from the editor: the comparison compare --fix runs.
+        actions = await _actions(ed, uri, found)
+        (measure,) = [a for a in actions if a.title.startswith("Measure the swap: logits")]
+        answer = await ed.command(measure.command.command, *measure.command.arguments)
+        kinds = [row["kind"] for row in answer["variants"]]
+        assert kinds == ["function", "swap", "compiled"]
+        dispatches = [row["dispatches"] for row in answer["variants"]]
+        assert dispatches[0] - dispatches[1] == 20 and answer["maxAbsDiff"][1] == 0.0
+        assert f"; fixed TRN001 in LlamaRMSNorm {dispatches[1]:g} dispatches" in answer["message"]

@@ -2,13 +2,13 @@
 
 The line-attribution pass (``lines.py``, DESIGN.md) labels each torch call with the innermost
 *project* line. This mode labels it with two sites at once: that project line and the innermost
-frame anywhere (library code included: transformers' ``modeling_llama.py:62``), so a model whose
-151 dispatches all sit on the project's one ``out = model(ids)`` line still says where they go.
+frame anywhere (library code included: transformers' ``modeling_llama.py:65``), so a model whose
+155 dispatches all sit on the project's one ``out = model(ids)`` line still says where they go.
 
 Modules: global forward pre/post hooks (``register_module_forward_pre_hook`` / ``_forward_hook``)
 open a ``record_function("trnlens.module:K")`` around every module call during this pass, so every
 dispatch (a compiled region too) finds the module it ran in among its profiler ancestors. Names
-come from ``named_modules()`` of the modules reachable from the run's inputs (``reachable``),
+come from ``named_modules()`` of the modules reachable from the run's inputs (``input_roots``),
 rooted at the parameter's name: ``model.layers.0.input_layernorm``.
 
 Compiled code: inside dynamo's tracing the mode and the hooks do nothing (``is_compiling``), so a
@@ -25,10 +25,10 @@ import os
 import platform
 import sys
 import sysconfig
+import threading
 
-from .events import LINE_LABEL
+from .events import LINE_LABEL, MODULE_LABEL
 
-MODULE_LABEL = "trnlens.module:"
 _AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -96,12 +96,11 @@ class FrameKinds:
         return innermost, project
 
 
-def make_attribution_mode(torch, kinds: FrameKinds, full: bool = True):
+def make_attribution_mode(torch, kinds: FrameKinds):
     """A ``TorchFunctionMode`` labelling each torch call ``trnlens.line:N``. ``labels`` maps a
     label to its project (path, line) (what ``events.site_of`` reads: labels without a project
-    line are left out); ``sites`` to (innermost frame, project frame), raw filenames. With
-    ``full=False`` it is today's line-only mode (only calls with a project frame get a label):
-    kept to measure what the full attribution costs (``bench/bench_attribution.py``)."""
+    line are left out); ``sites`` to (innermost frame, project frame), raw filenames. The
+    line-only mode it extends is ``lines.py``'s (kept: ``options.attribution = "lines"``)."""
     from torch.overrides import TorchFunctionMode
 
     is_compiling = _is_compiling(torch)
@@ -120,9 +119,9 @@ def make_attribution_mode(torch, kinds: FrameKinds, full: bool = True):
 
         def label_for(self, frame, own_code=None) -> str | None:
             innermost, project = kinds.walk(frame, own_code)
-            if project is None and (not full or innermost is None):
+            if innermost is None:  # trnlens's own call (training mode's added backward)
                 return None
-            key = (innermost, project) if full else (None, project)
+            key = (innermost, project)
             label = self._by_key.get(key)
             if label is None:
                 label = f"{LINE_LABEL}{len(self._by_key)}"
@@ -150,7 +149,10 @@ def skip_frames(torch, functions) -> None:
     compiled as frames of their own (a hook called between compiled frames would otherwise become
     an empty compiled region, one more dispatch, with its body skipped). Traced *inside* a
     compiled frame they stay inlined (and do nothing there: ``is_compiling``). Feature-detected:
-    a private API; without it the counts of compiled code may include such regions."""
+    a private API; without it the counts of compiled code may include such regions. Nothing to
+    do while dynamo is not loaded (then nothing was compiled)."""
+    if "torch._dynamo" not in sys.modules:
+        return
     try:
         from torch._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
@@ -209,6 +211,9 @@ class ModuleTracker:
         self._handles: list = []
         self._unnamed = 0
         self._is_compiling = _is_compiling(torch)
+        # The hooks are global, the label stack this thread's: module calls on other threads
+        # (the function mode does not see them either) are left alone.
+        self._thread = threading.get_ident()
 
     def __enter__(self):
         hooks = self.torch.nn.modules.module
@@ -249,7 +254,7 @@ class ModuleTracker:
         return self.names[id(module)]
 
     def _pre(self, module, args):
-        if self._is_compiling() or _is_wrapper(module):
+        if self._is_compiling() or _is_wrapper(module) or threading.get_ident() != self._thread:
             return None
         key = self._keys.get(id(module))
         if key is None:
@@ -266,7 +271,7 @@ class ModuleTracker:
         return None
 
     def _post(self, module, args, output):
-        if self._is_compiling() or _is_wrapper(module):
+        if self._is_compiling() or _is_wrapper(module) or threading.get_ident() != self._thread:
             return None
         key = self._keys.get(id(module))
         while self._stack:
@@ -298,6 +303,8 @@ class CompiledCallSites:
         self._touched: list[list] = []
 
     def __enter__(self):
+        if "torch._dynamo" not in sys.modules:  # then nothing was compiled
+            return self
         try:
             from torch._dynamo.eval_frame import _TorchDynamoContext as cls
         except Exception:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from . import events as ev
-from .attribution import MODULE_LABEL, library_of
+from .attribution import library_of
+from .events import MODULE_LABEL
 
 # Ops that copy one scalar to the host: the host waits for everything queued before them.
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "aten::is_nonzero")

@@ -73,6 +73,8 @@ class CompileLog:
         self._seen: set[int] = set()
         self._started = False
         self._paused = False
+        self._utils = None
+        self._marker: tuple | None = None
 
     # -- lifetime
     def start(self) -> CompileLog:
@@ -84,6 +86,7 @@ class CompileLog:
             return self
         utils = getattr(self.torch._dynamo, "utils", None)
         self._get_metrics = getattr(utils, "get_compilation_metrics", None)
+        self._utils = utils
         if self._get_metrics is None:
             self.warnings.append(
                 "this torch has no torch._dynamo.utils.get_compilation_metrics: compile time, "
@@ -153,9 +156,24 @@ class CompileLog:
         return observed
 
     # -- collecting
+    def _new_metrics_marker(self) -> tuple | None:
+        """(length, last record) of dynamo's metrics deque, O(1), or None where this torch keeps
+        it elsewhere. It runs inside every measured step now that the log is on for every run
+        (a compiled callee compiles during an eager run too): copying the records each step would
+        cost the headline figures; nothing new means nothing to scan."""
+        records = getattr(self._utils, "_compilation_metrics", None)
+        try:
+            return (len(records), id(records[-1]) if records else None)
+        except TypeError:
+            return None
+
     def _collect_metrics(self) -> None:
         if self._get_metrics is None:
             return
+        marker = self._new_metrics_marker()
+        if marker is not None and marker == self._marker:
+            return
+        self._marker = marker
         began = time.perf_counter()
         for m in self._get_metrics():
             if id(m) not in self._seen:

@@ -21,6 +21,7 @@ LINE_LABEL = "trnlens.line:"
 # on the profiled function's def line, in a row of their own (``label``), not on no row at all.
 ADDED_BACKWARD_LABEL = LINE_LABEL + "added-backward"
 COLLECTIVE_LABEL = "trnlens.collective:"  # collectives.py: bookkeeping, not work
+MODULE_LABEL = "trnlens.module:"  # around each nn.Module call in the attribution pass
 COMPILED_REGION = "Torch-Compiled Region"
 COMPILED_GRAPH = "## Call CompiledFxGraph"
 
@@ -48,8 +49,9 @@ def is_host(event) -> bool:
 
 
 def is_bookkeeping(event) -> bool:
-    """Events trnlens or the profiler made, not work: steps and our own line labels."""
-    return is_step(event) or event.name.startswith((LINE_LABEL, COLLECTIVE_LABEL))
+    """Events trnlens or the profiler made, not work: steps and our own line, module and
+    collective labels."""
+    return is_step(event) or event.name.startswith((LINE_LABEL, MODULE_LABEL, COLLECTIVE_LABEL))
 
 
 def _ancestors(event):

@@ -365,8 +365,10 @@ class Runner:
         step = _make_step(call, made, mode, torch, project, (relpath, definition.def_line))
         measured_step, compile_log = step, None
         options = self.request.get("options") or {}
-        # Always on: a compiled callee or a module-level torch.compile(model) compiles during the
-        # run too (issue 21); a run where nothing compiled reports no compile section.
+        # On for every run: a compiled callee or a module-level torch.compile(model) compiles
+        # during an eager run too (issue 21); a run where nothing compiled has no compile section.
+        # (torch._dynamo is loaded anyway: _is_compiled reads it, and torch.profiler imports
+        # torch._inductor, which imports it.)
         if options.get("compile_log", True):  # compilelog.py; off only to measure it
             compile_log = CompileLog(torch, project.is_project_file, project.relpath,
                                      settings.warmup).start()  # fmt: skip

@@ -52,6 +52,7 @@ MAX_FILE_BYTES = 4_000_000
 class AnalysedFile:
     findings: tuple[Finding, ...]
     spans: dict[str, tuple[int, int]]  # qualname -> (def line, end line), 1-based
+    sha256: str  # of the file's bytes as read
 
 
 class _Cache:
@@ -102,7 +103,7 @@ def analysed_file(path: str) -> AnalysedFile | None:
         qualname: (node.lineno, node.end_lineno or node.lineno)
         for qualname, node, _ in sources.iter_definitions(tree)
     }
-    found = AnalysedFile(tuple(findings), spans)
+    found = AnalysedFile(tuple(findings), spans, key)
     _CACHE.put(key, found)
     return found
 
@@ -113,10 +114,14 @@ def attach(result: dict) -> None:
         result.get("frames") or result.get("modules") or result.get("library_files")
     ):
         return
-    result["library_findings"] = library_findings(result)
+    digests: dict[str, str] = {}
+    result["library_findings"] = library_findings(result, digests)
+    # What each library file held when it was read: the editor marks a file changed since stale.
+    result["library_digests"] = digests
 
 
-def library_findings(result: dict) -> list[dict]:
+def library_findings(result: dict, digests: dict[str, str] | None = None) -> list[dict]:
+    """The measured findings; ``digests`` gets each analysed file's sha256."""
     frames_by_file: dict[str, list[dict]] = defaultdict(list)
     libraries: dict[str, dict] = {}
     for frame in result.get("frames") or []:
@@ -141,6 +146,8 @@ def library_findings(result: dict) -> list[dict]:
         analysed = analysed_file(path)
         if analysed is None:
             continue
+        if digests is not None:
+            digests[path] = analysed.sha256
         for finding in analysed.findings:
             entry = _measured(
                 finding, path, analysed, frames_by_file[path], modules,

@@ -30,7 +30,8 @@ from lsprotocol import types
 
 from trnlens import speedup
 from trnlens.analysis import Finding, Location, analyse_source
-from trnlens.fixvariants import NoFix, fix_variants
+from trnlens.fixvariants import NoFix, fix_variants, fixable
+from trnlens.libraries.swap import swap_variants
 from trnlens.lsp import compiled, format
 from trnlens.lsp import measured as measured_findings
 from trnlens.lsp.command_ids import CANCEL, COMPARE
@@ -273,7 +274,14 @@ class AnalysisService:
             try:
                 return fix_variants(str(path), qualname, findings, code)
             except NoFix as exc:
-                raise RequestRefused(str(exc)) from None
+                # The library code the function's placed run executed may have a fix: a module
+                # swap (libraries/swap.py), as trnlens compare --fix does.
+                placement = doc.placements.get(qualname) if doc is not None else None
+                run = placement.result.data if placement is not None else None
+                try:
+                    return swap_variants(str(path), qualname, run)
+                except NoFix:
+                    raise RequestRefused(str(exc)) from None
 
         job, new = await self.server.runs.compare(
             uri, qualname, make_variants, self._compared, target, title=f"Compare {qualname}"
@@ -338,7 +346,7 @@ def measurement(doc: ProfiledDocument, finding: Finding) -> tuple[str, float] | 
 def _short(variant: dict) -> str:
     info = variant.get("variant") or {}
     kind = info.get("kind")
-    if kind == "source":
+    if kind in ("source", "swap"):  # "fixed TRN001", "fixed TRN001 in LlamaRMSNorm"
         label = info.get("label") or ""
         inner = label[label.rfind("(") + 1 : -1] if label.endswith(")") else "fixed"
         return inner.replace(": ", " ")  # "fixed TRN001"

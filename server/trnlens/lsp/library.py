@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from trnlens.lsp import format, markdown
 from trnlens.lsp.documents import Placement, ProfiledDocument
 
 SOURCE = "trnlens (library)"
+MEASURE_FIX = "trnlens.server.measureFix"  # lsp/commands.py: falls back to the run's swaps
 MAX_LINES = 5
 MAX_MODULES = 6
 
@@ -74,8 +76,11 @@ def diagnostics(
                 )
                 if doc.is_stale(placement):
                     message += " · stale: the function changed since"
-                found.append(_diagnostic(doc.text, line, message, entry, roots))
+                found.append(
+                    _diagnostic(doc.text, line, message, entry, roots, placement.result.qualname)
+                )
     path = _resolved(doc.path)
+    digest = None
     for other in others:
         for placement in _placements(other):
             for entry in placement.result.data.get("library_findings") or []:
@@ -84,18 +89,24 @@ def diagnostics(
                 callers = ", ".join(f"{c['path']}:{c['line']}" for c in entry.get("callers") or [])
                 message = f"{entry['message']} (measured by a run of {placement.result.identity}"
                 message += f", called from {callers})" if callers else ")"
+                digest = digest or _digest(doc.text)
+                if _changed(placement, str(entry.get("path")), digest):
+                    message += " · stale: the file changed since the run read it"
                 found.append(_diagnostic(doc.text, int(entry["line"]) - 1, message, entry, []))
     return found
 
 
-def _diagnostic(text: str, line: int, message: str, entry: dict, roots: list) -> types.Diagnostic:
+def _diagnostic(
+    text: str, line: int, message: str, entry: dict, roots: list, qualname: str | None = None
+) -> types.Diagnostic:
+    fixable = entry.get("fix") and qualname
     return types.Diagnostic(
         range=_line_range(text, line),
         message=message,
         severity=types.DiagnosticSeverity.Warning,
         source=SOURCE,
         code=entry.get("code"),
-        data={"entry": entry, "roots": roots} if entry.get("fix") and roots else None,
+        data={"entry": entry, "roots": roots, "qualname": qualname} if fixable else None,
     )
 
 
@@ -185,11 +196,14 @@ def inlay_hints(
                 if 0 <= line < len(text_lines) and range_.start.line <= line <= range_.end.line:
                     by_line[line] = (frame, placement, total)  # the latest placement wins
     hints = []
+    digest = _digest(doc.text)
     for line, (frame, placement, total) in sorted(by_line.items()):
         time_us = frame.get("self_time_per_step_us") or 0
         parts = [_share(time_us, total), format.duration(time_us)]
         if frame.get("dispatches_per_step"):
             parts.append(format.count(frame["dispatches_per_step"], "dispatch"))
+        if _changed(placement, str(frame.get("path")), digest):
+            parts.append("stale")  # the file changed since the run read it: lines may have moved
         callers = ", ".join(f"{c['path']}:{c['line']}" for c in frame.get("callers") or [])
         hints.append(
             types.InlayHint(
@@ -203,14 +217,15 @@ def inlay_hints(
     return hints
 
 
-def is_library_document(doc: ProfiledDocument, others: Iterable[ProfiledDocument]) -> bool:
-    path = _resolved(doc.path)
-    for other in others:
-        for placement in _placements(other):
-            for frame in placement.result.data.get("frames") or []:
-                if not frame.get("project") and _resolved(Path(str(frame.get("path")))) == path:
-                    return True
-    return False
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _changed(placement: Placement, path: str, digest: str) -> bool:
+    """The library file at ``path`` differs from what the run's rules read (libraries/rules.py
+    records each file's sha256); unknown (an older run) counts as unchanged."""
+    recorded = (placement.result.data.get("library_digests") or {}).get(path)
+    return bool(recorded) and recorded != digest
 
 
 # -- the quick fix ---------------------------------------------------------------------------
@@ -222,6 +237,18 @@ def code_actions(doc: ProfiledDocument, params: types.CodeActionParams) -> list[
         entry, roots = diagnostic.data.get("entry"), diagnostic.data.get("roots") or []
         if not isinstance(entry, dict) or not entry.get("fix"):
             continue
+        qualname = diagnostic.data.get("qualname")
+        if isinstance(qualname, str):  # compare --fix's module swap, from the editor
+            title = f"Measure the swap: {qualname} vs {entry.get('owner')} swapped vs torch.compile"
+            arguments = {"uri": doc.uri, "qualname": qualname, "code": entry.get("code")}
+            actions.append(
+                types.CodeAction(
+                    title=f"{title} (trnlens)",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    command=types.Command(title=title, command=MEASURE_FIX, arguments=[arguments]),
+                )
+            )
         edits = swap_edits(doc.text, entry, roots)
         if edits is None:
             continue
