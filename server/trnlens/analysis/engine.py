@@ -373,21 +373,41 @@ FUSION_CODES = frozenset({"TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN
 _compiled = is_compiled  # decorated with torch.compile (rules/graphbreaks.py)
 
 
-def _trigger_words(rules: Sequence[Rule]) -> list[tuple[str, re.Pattern[str]]] | None:
-    """Every name some rule waits for (``Rule.triggers``), each with a pattern for it followed
-    by a word boundary; None when a rule runs everywhere (no triggers) or waits for something
-    that is not a word (``**``)."""
-    words = sorted({word for rule in rules for word in rule.triggers})
-    if not all(rule.triggers for rule in rules) or not all(w.isidentifier() for w in words):
+def _trigger_words(
+    rules: Sequence[Rule],
+) -> tuple[list[tuple[str, re.Pattern[str]]], list[str]] | None:
+    """What the code of a function must contain for some rule to run there: the names rules
+    wait for (``Rule.triggers``), each with a pattern for it followed by a word boundary, and
+    pieces of text a rule gives instead (``text_triggers``: ``.any(`` rather than the word
+    "any", which prose and ``any(...)`` say everywhere). None when a rule runs everywhere (no
+    triggers) or waits for a name that is not a word (``**``) without text triggers."""
+    if not all(rule.triggers for rule in rules):
         return None
-    return [(word, re.compile(re.escape(word) + r"\b")) for word in words]
+    words: set[str] = set()
+    texts: set[str] = set()
+    for rule in rules:
+        given = getattr(rule, "text_triggers", None)
+        if given:
+            words.update(w for w in given if w.isidentifier())
+            texts.update(w for w in given if not w.isidentifier())
+        elif all(w.isidentifier() for w in rule.triggers):
+            words.update(rule.triggers)
+        else:
+            return None
+    patterns = [(word, re.compile(re.escape(word) + r"\b")) for word in sorted(words)]
+    return patterns, sorted(texts)
 
 
-_TRIGGER_WORDS = _trigger_words(ALL_RULES)
+_TRIGGERS = _trigger_words(ALL_RULES)
 
 
 def _mentions_a_trigger(text: str) -> bool:
-    return any(_has_word(text, word, pattern) for word, pattern in _TRIGGER_WORDS or ())
+    if _TRIGGERS is None:
+        return True
+    words, texts = _TRIGGERS
+    return any(_has_word(text, word, pattern) for word, pattern in words) or any(
+        piece in text for piece in texts
+    )
 
 
 def _has_word(text: str, word: str, pattern: re.Pattern[str]) -> bool:
@@ -412,7 +432,7 @@ def _may_trigger(ctx: Context) -> bool:
     is left out (prose says "to" and "mean") unless code shares its last line.
     """
     func = ctx.func
-    if func is None or _TRIGGER_WORDS is None:
+    if func is None or _TRIGGERS is None:
         return True
     lines, body = ctx.src.lines, func.body
     start, end = func.lineno - 1, func.end_lineno or len(lines)

@@ -20,6 +20,8 @@ class LogSoftmaxRule:
     name = "naive-log-softmax"
     summary = "hand-written log-softmax; use torch.log_softmax"
     triggers = frozenset({"logsumexp", "log"})
+    # `torch.log(`, `.log()`, `logsumexp`: not the word "log" of loggers and comments.
+    text_triggers = frozenset({"logsumexp", ".log("})
 
     def check(self, ctx: Context) -> Iterator[Match]:
         for node in ctx.nodes:

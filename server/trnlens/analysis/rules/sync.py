@@ -17,6 +17,7 @@ libraries.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -71,7 +72,10 @@ def _in_loops(ctx: Context) -> Iterator[_InLoop]:
     found = ctx.memo.get("sync.in_loops")
     if found is None:
         has_loop = any(type(node) in _LOOP_TYPES for node in ctx.nodes)
-        found = ctx.memo["sync.in_loops"] = list(_find_in_loops(ctx)) if has_loop else []
+        hits = _find_in_loops(ctx) if has_loop else iter(())
+        # A loop over a literal list of a few values is no per-step cost for any sync rule.
+        found = [hit for hit in hits if not _few_fixed_iterations(hit.loop)]
+        ctx.memo["sync.in_loops"] = found
     return iter(found)
 
 
@@ -81,6 +85,16 @@ _LOOP_TYPES = frozenset(_LOOPS + _COMPREHENSIONS)
 def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
 
     heads: set[int] = set()  # comprehension heads, visited with the code around them
+    # Rows where a loop or comprehension starts: outside every loop, a subtree whose rows hold
+    # none of them yields nothing and is not walked (most of a function's statements).
+    starts = sorted(n.lineno for n in ctx.nodes if type(n) in _LOOP_TYPES)  # type: ignore[attr-defined]
+
+    def holds_a_loop(node: ast.AST) -> bool:
+        first = getattr(node, "lineno", None)
+        if first is None:
+            return True
+        at = bisect_left(starts, first)
+        return at < len(starts) and starts[at] <= (node.end_lineno or first)  # type: ignore[attr-defined]
 
     def visit(
         node: ast.AST,
@@ -90,6 +104,8 @@ def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
     ) -> Iterator[_InLoop]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, _SCOPES) or id(child) in heads:
+                continue
+            if loop is None and outer is None and not holds_a_loop(child):
                 continue
             if isinstance(child, _COMPREHENSIONS):
                 # The outermost iterable of a comprehension is evaluated once, where the
@@ -119,7 +135,7 @@ def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
                 yield from visit(child, inner_loop, inner_stored, outer=outer)
 
     for stmt in ctx.body:
-        if isinstance(stmt, _SCOPES):
+        if isinstance(stmt, _SCOPES) or not holds_a_loop(stmt):
             continue
         if isinstance(stmt, _LOOPS):
             yield from visit(stmt, stmt, _stored(stmt))
@@ -206,8 +222,6 @@ class _SyncRule:
         if _traced_for_export(ctx):
             return
         for hit in _in_loops(ctx):
-            if _few_fixed_iterations(hit.loop):
-                continue
             said = self.message(ctx, hit)
             if said is None:
                 continue
@@ -614,6 +628,8 @@ class ImplicitBoolInLoop(_SyncRule):
             "`if t.any():` / `while m.all():` / `bool(t)` in a loop: an implicit sync each time",
             frozenset({"any", "all", "bool"}),
         )
+        # `x.any()`, `torch.all(...)`, `bool(t.any())`: never the words of prose or `all(xs)`.
+        self.text_triggers = frozenset({".any(", ".all("})
 
     def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
         node = hit.node
@@ -625,7 +641,7 @@ class ImplicitBoolInLoop(_SyncRule):
             if len(node.args) != 1 or not _device_tensor(node.args[0], ctx):
                 return None
             spelled = ctx.text(node)
-        elif _is_truth_test(node, ctx):
+        elif _may_be_tested(node, ctx) and _is_truth_test(node, ctx):
             if isinstance(node, ast.Name):
                 values = assigned_values(ctx, node.id)
                 if not values or not all(_device_tensor(v, ctx, names=False) for v in values):
@@ -644,6 +660,30 @@ class ImplicitBoolInLoop(_SyncRule):
             "a mask) where the loop can go on without it",
             NEEDED,
         )
+
+
+def _may_be_tested(node: ast.AST, ctx: Context) -> bool:
+    """A cheap first look, before the walk up to the test: a ``.any()``/``.all()`` or torch
+    call, or a name assigned one somewhere in the function (``done = x.any()``... ``if done``)."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Attribute)
+    if isinstance(node, ast.Name):
+        return node.id in _reduced_names(ctx)
+    return False
+
+
+def _reduced_names(ctx: Context) -> frozenset[str]:
+    names = ctx.memo.get("sync.reduced_names")
+    if names is None:
+        names = frozenset(
+            t.id
+            for n in ctx.nodes
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        )
+        ctx.memo["sync.reduced_names"] = names
+    return names  # type: ignore[return-value]
 
 
 def _is_truth_test(node: ast.AST, ctx: Context) -> bool:
