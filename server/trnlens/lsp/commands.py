@@ -53,6 +53,8 @@ class _RefusalsAreNotCrashes(logging.Filter):
             record.exc_info = None
             record.msg, record.args = "refused: %s", (error.message,)
             record.levelno, record.levelname = logging.INFO, "INFO"
+            # the record was made at ERROR: the configured level (`serve --log-level`) decides
+            return logging.getLogger().isEnabledFor(logging.INFO)
         return True
 
 
