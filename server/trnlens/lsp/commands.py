@@ -159,6 +159,7 @@ async def clear_results(server: TrnlensServer, *args: Any) -> dict:
             cleared = store.clear(relpath)
         if doc is not None:
             doc.placements.clear()
+            doc.superseded.clear()  # an Undo must not bring a cleared run back
         for key in [k for k in server.analysis.comparisons if k[0] == uri]:
             del server.analysis.comparisons[key]
         uris = [uri]
@@ -169,6 +170,7 @@ async def clear_results(server: TrnlensServer, *args: Any) -> dict:
                 cleared += store.clear()
         for doc in server.documents.values():
             doc.placements.clear()
+            doc.superseded.clear()
         server.analysis.comparisons.clear()
         uris = list(server.documents)
     for each in uris:
