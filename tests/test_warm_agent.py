@@ -166,6 +166,34 @@ async def test_a_leaky_run_does_not_change_the_next_runs_figures(root, monkeypat
     assert ops(after) == ops(baseline)
 
 
+async def test_a_module_imported_by_a_refused_run_is_reloaded_when_it_changes(root):
+    # A run stopped by a usage error (here: no inputs) after importing the file; the file then
+    # gets its factory (the editor's quick fix): the next run must import the new text.
+    from trnlens.jobs import AgentFailure
+
+    write(root, "needs.py", "import torch\n\n\ndef scale(x, w):\n    return torch.mul(x, w)\n")
+    session = Session(root)
+    try:
+        with pytest.raises(AgentFailure, match="needs arguments"):
+            await session.profile("scale", path="needs.py")
+        write(root, "needs.py", """
+            import torch
+
+
+            def scale_inputs():
+                return (torch.randn(8, 64), torch.randn(64))
+
+
+            # trnlens: inputs=scale_inputs
+            def scale(x, w):
+                return torch.mul(x, w)
+            """)  # fmt: skip
+        result = await session.profile("scale", path="needs.py")
+    finally:
+        await session.close()
+    assert result["error"] is None and result["dispatches_per_step"] == 1
+
+
 async def test_a_crashed_agent_is_replaced_and_the_run_retried(root):
     write(root, "crash.py", """
         import os

@@ -119,6 +119,10 @@ async def test_undo_shows_the_run_that_measured_the_restored_text(tmp_path):
         ed.edit(uri, body, 0, "    x = x * 1.0\n")  # and Redo: the newer run again
         title = (await ed.lenses(uri))["rmsnorm_fused"].command.title
         assert "stale" not in title and "2 dispatches" in title, title
+        # Cleared results stay cleared: no Undo brings one back.
+        await ed.command("trnlens.server.clearResults", {"uri": uri})
+        ed.edit(uri, body, 0, "", end=(body + 1, 0))
+        assert (await ed.lenses(uri))["rmsnorm_fused"].command.title == "▶ Profile"
 
 
 async def test_editing_the_inputs_factory_makes_the_run_stale(tmp_path):

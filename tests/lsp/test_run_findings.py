@@ -8,7 +8,7 @@ from lsprotocol import types
 from trnlens.lsp import hovers, lenses, run_findings
 from trnlens.settings import resolve
 
-from tests.lsp.test_features import _doc, _no_jobs, _result
+from tests.lsp.test_features import TEXT, _doc, _no_jobs, _result
 
 FINDING = {
     "id": "launch-bound", "message": "launch-bound: 200 dispatches per step", "op": "aten::pow",
@@ -82,3 +82,25 @@ def test_neuron_summary_on_the_lens_and_in_the_hover():
     assert "mode `as-written`: auto: calls x" in text
     assert "MFU 31% · HFU 44% · MBU 22% · total 12.3 ms · average DMA 2048 B" in text
     assert "- transposes are 15% of the FLOPs" in text
+
+
+def test_a_finding_goes_once_its_fix_is_in_the_text_and_is_a_hint_once_stale():
+    foreach = {**FINDING, "id": "optimizer-single-tensor", "fix": "foreach",
+               "details": {"optimizer": "SGD"}}  # fmt: skip
+    result = _result()
+    result.data["findings"] = [foreach]
+    doc = _doc()
+    doc.update(TEXT + "opt = torch.optim.SGD([], lr=0.1)\n", [None])
+    doc.place(result)
+    (warning,) = run_findings.provider(doc, resolve({}))
+    assert warning.severity == types.DiagnosticSeverity.Warning
+    # the quick fix applied (the optimizer is outside the function: the run is not stale)
+    doc.update(TEXT + "opt = torch.optim.SGD([], lr=0.1, foreach=True)\n", [None])
+    assert run_findings.provider(doc, resolve({})) == []
+    # the function itself edited: the run is stale, its finding a Hint (out of the Problems)
+    doc.update(
+        TEXT.replace("z.sum()", "z.sum() + 1") + "opt = torch.optim.SGD([], lr=0.1)\n",
+        [None],
+    )
+    (hint,) = run_findings.provider(doc, resolve({}))
+    assert hint.severity == types.DiagnosticSeverity.Hint and "stale" in hint.message

@@ -54,6 +54,8 @@ class _RefusalsAreNotCrashes(logging.Filter):
             record.exc_info = None
             record.msg, record.args = "refused: %s", (error.message,)
             record.levelno, record.levelname = logging.INFO, "INFO"
+            # the record was made at ERROR: the configured level (`serve --log-level`) decides
+            return logging.getLogger().isEnabledFor(logging.INFO)
         return True
 
 
@@ -165,6 +167,7 @@ async def clear_results(server: TrnlensServer, *args: Any) -> dict:
             cleared = store.clear(relpath)
         if doc is not None:
             doc.placements.clear()
+            doc.superseded.clear()  # an Undo must not bring a cleared run back
         for key in [k for k in server.analysis.comparisons if k[0] == uri]:
             del server.analysis.comparisons[key]
         uris = [uri]
@@ -175,6 +178,7 @@ async def clear_results(server: TrnlensServer, *args: Any) -> dict:
                 cleared += store.clear()
         for doc in server.documents.values():
             doc.placements.clear()
+            doc.superseded.clear()
         server.analysis.comparisons.clear()
         uris = list(server.documents)
     for each in uris:
