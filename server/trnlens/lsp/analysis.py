@@ -30,7 +30,7 @@ from lsprotocol import types
 
 from trnlens import speedup
 from trnlens.analysis import Finding, Location, analyse_source
-from trnlens.fixvariants import NoFix, fix_variants, fixable
+from trnlens.fixvariants import NoFix, fix_variants
 from trnlens.libraries.swap import swap_variants
 from trnlens.lsp import compiled, format
 from trnlens.lsp import measured as measured_findings
