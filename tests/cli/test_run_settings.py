@@ -93,5 +93,7 @@ def test_a_run_honours_pyproject_timeout(tmp_path):
         )
     )
     done = trnlens("profile", "m.py::f", cwd=tmp_path)
-    assert done.returncode == 4
+    assert (
+        done.returncode == 3
+    )  # a timeout is the code not finishing (issue 22), not the environment
     assert "longer than 3 s and was stopped" in done.stderr

@@ -37,7 +37,7 @@ async def test_a_two_rank_target_shows_the_slowest_rank_on_the_lens_and_waits_on
         assert "step" in end.message, end.message
         title = (await ed.lenses(uri))["step"].command.title
         assert re.search(
-            r" · 2 ranks · slowest rank 1 \(\+\d+%\) · \d+% in all_reduce · ", title
+            r" · 2 ranks · slowest rank 1 \(\+\d+%\) · \d+% in all_reduce( · |$)", title
         ), title
 
         hints = [h for h in await ed.hints(uri) if h.position.line == reduce_line]
