@@ -101,3 +101,20 @@ def test_the_backward_training_mode_adds_has_its_own_row(make_project):
     assert added[0]["dispatches"] > 0
     # every dispatch of the step is on a row: the call's line, or the added backward's
     assert sum(line["dispatches"] for line in lines) == result["dispatches_per_step"]
+
+
+def test_modules_and_frames_take_the_same_basis_as_the_lines(make_project):
+    """Issue 22 with issue 21: the module tree and the frames share the lines' basis, so the
+    profiled model's module is the whole headline and its children add up to it."""
+    root = make_project({"block.py": BLOCK})
+    result = run(root, [{"path": "block.py", "qualname": "forward"}], steps=3, repeats=5)
+    assert result["error"] is None, result["error"]
+    total = result["time_scale"]["total_us"]
+    modules = {m["name"]: m for m in result["modules"]}
+    model = modules["model"]  # every dispatch of the step ran inside it
+    assert math.isclose(model["total_time_per_step_us"], total, rel_tol=1e-6)
+    children = [m for name, m in modules.items() if name.count(".") == 1]
+    assert len(children) == 3
+    assert math.isclose(sum(m["total_time_per_step_us"] for m in children), total, rel_tol=1e-6)
+    frames = result["frames"] + [result["frames_rest"]]
+    assert math.isclose(sum(f["self_time_per_step_us"] for f in frames), total, rel_tol=1e-6)

@@ -316,6 +316,10 @@ class Measurer:
         keys = ("device_us", "cpu_us") if self.backend.time_basis == "cpu" else ("device_us",)
         basis.rescale_rows(m.lines, keys, m.time_scale["factor"])
         basis.rescale_findings(m.findings, total)
+        # Frames and modules (breakdown.py) are parts of the same profiled steps as the lines.
+        parts = ("self_time_per_step_us", "total_time_per_step_us")
+        for rows in (m.frames, m.modules, [m.frames_rest, m.modules_rest]):
+            basis.rescale_rows([row for row in rows or [] if row], parts, m.time_scale["factor"])
 
     def round_call(self, step: Callable[[], Any]) -> float:
         """One synchronised call in an interleaved round (rounds.py), under the pass contexts."""
