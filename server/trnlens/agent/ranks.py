@@ -68,7 +68,17 @@ def run(request: dict, progress, cancelled) -> dict:
     if code != 0 or any("error" in o for o in outcomes.values()) or len(outcomes) < nproc:
         failure = _failure(outcomes, nproc, work, log_path, root, code)
         shutil.rmtree(work, ignore_errors=True)  # a failed run keeps nothing
-        raise failure
+        failed_rank = getattr(failure, "extra", {}).get("rank")
+        partial = (outcomes.get(failed_rank) or {}).get("result")
+        if failure.kind != "user_code" or partial is None:
+            raise failure
+        # The user's code failed on a rank: like a single-process run, the run is a result
+        # with the error (the rank's own figures, none measured; the error names the rank).
+        partial.update(run_id=run_id, error=failure.to_json(), world_size=nproc,
+                       nproc_per_node=nproc, artifacts=[])  # fmt: skip
+        for key in ("rank_timeline", "clock", "local_rank", "rank"):
+            partial.pop(key, None)
+        return partial
     _tidy(work)
     per_rank = [outcomes[r]["result"] for r in range(nproc)]
     result = rankmerge.merge(run_id, per_rank)
