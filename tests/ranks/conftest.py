@@ -34,9 +34,14 @@ def step(x, repeats):
 FAST = {"backend": "cpu", "warmup": 1, "steps": 3, "repeats": 3}
 
 
-def profile(root: Path, qualname: str, nproc: int, on_progress=None, **options) -> dict:
+def profile(
+    root: Path, qualname: str, nproc: int, on_progress=None, compiled=False, **options
+) -> dict:
+    variant = {"path": str(root / "ranks_step.py"), "qualname": qualname}
+    if compiled:
+        variant["compile"] = True
     request = ProfileRequest(
-        variants=[{"path": str(root / "ranks_step.py"), "qualname": qualname}],
+        variants=[variant],
         project_root=root, nproc_per_node=nproc, timeout_s=300,
         options={"timing_budget_s": 1.0, **options}, **FAST,
     )  # fmt: skip
