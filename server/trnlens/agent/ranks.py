@@ -90,10 +90,10 @@ def run(request: dict, progress, cancelled) -> dict:
     result["accounting"] = dict(result.get("accounting") or {}, launch_us=launch_s * 1e6)
     if result.get("compile") and not result.get("collectives"):
         result["warnings"].append(
-            "compiled: the step's collectives are inside its compiled graph (functional "
-            "collectives), so they are not timed apart and no rank's wait is known: busy time "
-            "is the wall time and the slowest rank says little; profile without --compiled "
-            "for each collective's time and wait"
+            "compiled: no collective of the compiled graph was recognised (trnlens reads "
+            "_c10d_functional launches and waits), so no rank's wait is known: busy time is the "
+            "wall time and the slowest rank says little; profile without --compiled for each "
+            "collective's time and wait"
         )
     if "OMP_NUM_THREADS" not in os.environ:
         result["warnings"].append(
