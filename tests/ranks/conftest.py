@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 def make_inputs():
     last = dist.get_rank() == dist.get_world_size() - 1
-    return torch.randn(192, 192), 24 if last else 1
+    return torch.randn(192, 192), 48 if last else 1
 
 
 # trnlens: inputs=make_inputs
