@@ -40,6 +40,11 @@ async def test_a_two_rank_target_shows_the_slowest_rank_on_the_lens_and_waits_on
             r" · 2 ranks · slowest rank 1 \(\+\d+%\) · \d+% in all_reduce · ", title
         ), title
 
+        def_line = next(i for i, line in enumerate(text.splitlines()) if "def step" in line)
+        hover = (await ed.hover(uri, def_line, 5)).contents.value
+        assert "| rank | wall | busy | in collectives | waiting |" in hover
+        assert "| 1 ◀ slowest |" in hover and "| 0 |" in hover
+
         hints = [h for h in await ed.hints(uri) if h.position.line == reduce_line]
         assert len(hints) == 1, hints
         label = hints[0].label

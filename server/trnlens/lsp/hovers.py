@@ -13,7 +13,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from trnlens.agent import stability
-from trnlens.lsp import compiled, format, markdown, run_findings
+from trnlens.lsp import compiled, format, markdown, rank_hints, run_findings
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
@@ -95,6 +95,7 @@ def _function_table(placement: Placement) -> str:
     if len(ops) > MAX_OPS:
         rows.append(f"| … {len(ops) - MAX_OPS} more | | | | |")
     rows.extend(compiled.hover_lines(result))  # a compiled run's graphs
+    rows.extend(rank_hints.hover_lines(result))  # a multi-rank run's ranks
     return "\n".join(rows)
 
 
