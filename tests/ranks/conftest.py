@@ -35,7 +35,7 @@ FAST = {"backend": "cpu", "warmup": 1, "steps": 3, "repeats": 3}
 
 
 def profile(
-    root: Path, qualname: str, nproc: int, on_progress=None, compiled=False, **options
+    root: Path, qualname: str, nproc: int, on_progress=None, compiled=False, steps=3, **options
 ) -> dict:
     variant = {"path": str(root / "ranks_step.py"), "qualname": qualname}
     if compiled:
@@ -43,7 +43,7 @@ def profile(
     request = ProfileRequest(
         variants=[variant],
         project_root=root, nproc_per_node=nproc, timeout_s=300,
-        options={"timing_budget_s": 1.0, **options}, **FAST,
+        options={"timing_budget_s": 1.0, **options}, **{**FAST, "steps": steps},
     )  # fmt: skip
     store = Store(root)
     try:
