@@ -40,6 +40,11 @@ async def test_a_two_rank_target_shows_the_slowest_rank_on_the_lens_and_waits_on
             r" · 2 ranks · slowest rank 1 \(\+\d+%\) · \d+% in all_reduce( · |$)", title
         ), title
 
+        def_line = next(i for i, line in enumerate(text.splitlines()) if "def step" in line)
+        hover = (await ed.hover(uri, def_line, 5)).contents.value
+        assert "| rank | wall | busy | in collectives | waiting |" in hover
+        assert "| 1 ◀ slowest |" in hover and "| 0 |" in hover
+
         hints = [h for h in await ed.hints(uri) if h.position.line == reduce_line]
         assert len(hints) == 1, hints
         label = hints[0].label
@@ -48,3 +53,25 @@ async def test_a_two_rank_target_shows_the_slowest_rank_on_the_lens_and_waits_on
             r"\(in it: [\d.]+ (ns|µs|ms|s), [\d.]+ (ns|µs|ms|s) per step\)",
             label,
         ), label
+
+
+async def test_a_rank_that_raises_shows_its_error_at_the_line_naming_the_rank(tmp_path):
+    from tests.ranks.test_faults import RAISES
+
+    root = workspace(tmp_path)
+    (root / "ranks_step.py").write_text(RAISES.lstrip("\n"), "utf-8")
+    text = (root / "ranks_step.py").read_text("utf-8")
+    raise_line = next(i for i, line in enumerate(text.splitlines()) if "raise ValueError" in line)
+    options = {
+        **FAST,
+        "backend": "cpu",
+        "targets": {"two": {"kind": "local", "nproc_per_node": 2}},
+        "target": "two",
+    }
+    async with editor(root, options) as ed:
+        uri = ed.open("ranks_step.py")
+        _, end = await ed.profile(uri, "step")
+        assert "raised" in end.message and "rank 1" in end.message, end.message
+        (diagnostic,) = ed.diagnostics(uri, "run-user_code")
+        assert diagnostic.range.start.line == raise_line
+        assert "rank 1: ValueError: rank one gives up" in diagnostic.message

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 def make_inputs():
     last = dist.get_rank() == dist.get_world_size() - 1
-    return torch.randn(192, 192), 24 if last else 1
+    return torch.randn(192, 192), 48 if last else 1
 
 
 # trnlens: inputs=make_inputs
@@ -34,11 +34,16 @@ def step(x, repeats):
 FAST = {"backend": "cpu", "warmup": 1, "steps": 3, "repeats": 3}
 
 
-def profile(root: Path, qualname: str, nproc: int, on_progress=None, **options) -> dict:
+def profile(
+    root: Path, qualname: str, nproc: int, on_progress=None, compiled=False, steps=3, **options
+) -> dict:
+    variant = {"path": str(root / "ranks_step.py"), "qualname": qualname}
+    if compiled:
+        variant["compile"] = True
     request = ProfileRequest(
-        variants=[{"path": str(root / "ranks_step.py"), "qualname": qualname}],
+        variants=[variant],
         project_root=root, nproc_per_node=nproc, timeout_s=300,
-        options={"timing_budget_s": 1.0, **options}, **FAST,
+        options={"timing_budget_s": 1.0, **options}, **{**FAST, "steps": steps},
     )  # fmt: skip
     store = Store(root)
     try:

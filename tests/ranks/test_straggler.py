@@ -18,13 +18,16 @@ def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait_in_all_reduc
     make_project, nproc
 ):
     root = make_project({"ranks_step.py": IMBALANCED, "pyproject.toml": ""})
-    options = {} if nproc == 2 else {"lines": False}  # 4 ranks on 2 cores: only what is checked
+    # 4 ranks on 2 cores: only what is checked, and more steps for steadier medians
+    steps = 3 if nproc == 2 else 5
+    options = {"steps": steps} if nproc == 2 else {"lines": False, "steps": steps}
     result = profile(root, "step", nproc, **options)
     last = nproc - 1
+    seen = json.dumps([result["ranks"], result["collectives"]], indent=1)  # said on failure
 
     assert result["world_size"] == nproc and result["dist_backend"] == "gloo"
     assert [row["rank"] for row in result["ranks"]] == list(range(nproc))
-    assert result["slowest_rank"] == last
+    assert result["slowest_rank"] == last, seen
     strag = result["stragglers"]
     assert strag["collective"]["name"] == "all_reduce"
     # HTA's late start assumes the collective ends together everywhere: on a busy machine with
@@ -35,8 +38,10 @@ def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait_in_all_reduc
         assert any("not to be trusted" in w for w in result["warnings"])
     rows = {row["rank"]: row for row in result["ranks"]}
     for rank in range(last):
-        assert rows[rank]["collective_wait_per_step_us"] > rows[last]["collective_wait_per_step_us"]
-        assert rows[rank]["busy_time_per_step_us"] < rows[last]["busy_time_per_step_us"]
+        assert (
+            rows[rank]["collective_wait_per_step_us"] > rows[last]["collective_wait_per_step_us"]
+        ), seen
+        assert rows[rank]["busy_time_per_step_us"] < rows[last]["busy_time_per_step_us"], seen
 
     (collective,) = result["collectives"]
     assert collective["name"] == "all_reduce"
@@ -45,7 +50,7 @@ def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait_in_all_reduc
         line_of(root, "ranks_step.py", "dist.all_reduce(y)"),
     )
     waits = {p["rank"]: p["wait_per_step_us"] for p in collective["per_rank"]}
-    assert all(waits[rank] > waits[last] for rank in range(last))
+    assert all(waits[rank] > waits[last] for rank in range(last)), seen
 
     # one artifact folder per rank, all stored under the one run
     assert sorted(a["rank"] for a in result["artifacts"] if a["kind"] == "chrome_trace") == list(
@@ -58,8 +63,8 @@ def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait_in_all_reduc
                          "ranks-trace.json").read_text())  # fmt: skip
     names = {e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name"}
     assert names == {f"rank {r}" for r in range(nproc)}
-    steps = [e for e in merged["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")]
-    assert len(steps) == nproc * 3
+    spans = [e for e in merged["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")]
+    assert len(spans) == nproc * steps
 
     text = render.render_result(result, root=root)
     assert f"{nproc} ranks · slowest rank {last} (+" in text

@@ -32,3 +32,24 @@ def test_two_ranks_over_ssh(test_host, remote_python, tmp_path, ssh_cache):
         assert (run_dir / f"rank-{rank}" / "trace.json").stat().st_size > 0
     assert remote_runs(tmp_path) == []
     assert live_processes_naming(str(tmp_path / "remote work")) == []
+
+
+def test_a_rank_that_raises_over_ssh_is_named_and_nothing_is_left(
+    test_host, remote_python, tmp_path, ssh_cache
+):
+    from tests.ranks.test_faults import RAISES
+
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (root / "ranks_step.py").write_text(RAISES.lstrip("\n"))
+    tgt = target(test_host, remote_python, tmp_path)
+    outcome, _ = profile(root, tgt, "ranks_step.py::step", steps=3, nproc_per_node=2)
+    error = outcome["error"]
+    assert error["rank"] == 1 and "rank 1: ValueError: rank one gives up" in error["message"]
+    assert (error["path"], error["line"]) == (
+        "ranks_step.py",
+        line_of(root, "ranks_step.py", "raise ValueError"),
+    )
+    assert remote_runs(tmp_path) == []
+    assert live_processes_naming(str(tmp_path / "remote work")) == []

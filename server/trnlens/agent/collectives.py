@@ -8,6 +8,9 @@ label's event spans the whole blocking call on the caller's thread, and the labe
 innermost project line that called it. Installed before the user's module is imported, so
 ``from torch.distributed import all_reduce`` picks up the wrapper too. An ``async_op=True`` call
 is labelled ``...#async``: its event covers the launch only (the wait is in ``work.wait()``).
+Inside a ``torch.compile``d graph the wrapper steps aside (it would break the graph); there the
+graph's functional collectives (``_c10d_functional::all_reduce_`` then ``wait_tensor``) are read
+instead: the call's time is its launch plus its wait, and its line is unknown (in the graph).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import sys
 import time
 
 LABEL = "trnlens.collective:"
+# What a compiled graph calls instead (functional collectives): a launch, then a wait_tensor.
+FUNCTIONAL = "_c10d_functional::"
 NAMES = (
     "all_reduce",
     "all_gather",
@@ -55,10 +60,17 @@ def install(torch, is_project_file, relpath) -> None:
 
 def _wrap(torch, name, fn, is_project_file, relpath):
     record_function = torch.profiler.record_function
+    compiler = getattr(torch, "compiler", None)
+    is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
 
     @functools.wraps(fn)
     def collective(*args, **kwargs):
         global last_failure
+        if is_compiling():
+            # Under dynamo the wrapper must vanish: its frame walk and clock would break the
+            # graph where the user's code does not (measured: 3 breaks added to a compiled
+            # step). The collective is then part of the compiled graph, not labelled.
+            return fn(*args, **kwargs)
         path, line = _caller(is_project_file, relpath)
         label = f"{LABEL}{name}@{path}:{line}" if path else f"{LABEL}{name}"
         if kwargs.get("async_op"):
@@ -110,15 +122,28 @@ def timeline(events, trace_start_ns: int | None) -> dict:
     )
     spans = [[e.time_range.start, e.time_range.end] for e in steps]
     calls = []
+    launched: list[dict] = []  # compiled graphs' collectives waiting for their wait_tensor
     for event in sorted(events, key=lambda e: e.time_range.start):
+        start, end = event.time_range.start, event.time_range.end
         parsed = parse_label(event.name)
+        if parsed is None and event.name.startswith(FUNCTIONAL):
+            op = event.name[len(FUNCTIONAL) :]
+            if op.startswith("wait"):
+                # The compiled graph blocks here for its oldest launched collective: launch
+                # plus wait is that call's time (compute between them is not counted).
+                if launched:
+                    launched.pop(0)["dur_us"] += end - start
+                continue
+            parsed = {"name": op.rstrip("_"), "path": None, "line": None, "async": False,
+                      "compiled": True}  # fmt: skip
         if parsed is None:
             continue
-        start, end = event.time_range.start, event.time_range.end
         index = next((i for i, (a, b) in enumerate(spans) if a <= start <= b), None)
         if index is None:
             continue
         calls.append({**parsed, "step": index, "start_us": start, "dur_us": end - start})
+        if parsed.get("compiled"):
+            launched.append(calls[-1])
     return {
         "trace_start_unix_us": trace_start_ns / 1000 if trace_start_ns else None,
         "steps": spans,

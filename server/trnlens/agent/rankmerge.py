@@ -163,8 +163,10 @@ def _collective_rows(calls: dict, ranks: list[dict], steps: int) -> list[dict]:
             })  # fmt: skip
             shares.append(_median(c / w for w, c, _ in per_step if w > 0))
         count = sum(1 for k in calls if k[1:4] == (name, path, line))
+        compiled = any(c.get("compiled") for k, by_rank in calls.items()
+                       if k[1:4] == (name, path, line) for c in by_rank.values())  # fmt: skip
         out.append({
-            "name": name, "path": path, "line": line,
+            "name": name, "path": path, "line": line, "compiled": compiled,
             "calls_per_step": count / max(steps, 1),
             "share_of_step": statistics.fmean(shares) if shares else None,
             "per_rank": per_rank,

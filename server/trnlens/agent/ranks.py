@@ -68,7 +68,17 @@ def run(request: dict, progress, cancelled) -> dict:
     if code != 0 or any("error" in o for o in outcomes.values()) or len(outcomes) < nproc:
         failure = _failure(outcomes, nproc, work, log_path, root, code)
         shutil.rmtree(work, ignore_errors=True)  # a failed run keeps nothing
-        raise failure
+        failed_rank = getattr(failure, "extra", {}).get("rank")
+        partial = (outcomes.get(failed_rank) or {}).get("result")
+        if failure.kind != "user_code" or partial is None:
+            raise failure
+        # The user's code failed on a rank: like a single-process run, the run is a result
+        # with the error (the rank's own figures, none measured; the error names the rank).
+        partial.update(run_id=run_id, error=failure.to_json(), world_size=nproc,
+                       nproc_per_node=nproc, artifacts=[])  # fmt: skip
+        for key in ("rank_timeline", "clock", "local_rank", "rank"):
+            partial.pop(key, None)
+        return partial
     _tidy(work)
     per_rank = [outcomes[r]["result"] for r in range(nproc)]
     result = rankmerge.merge(run_id, per_rank)
@@ -78,6 +88,13 @@ def run(request: dict, progress, cancelled) -> dict:
     if why_not:
         result["warnings"].append(why_not)
     result["accounting"] = dict(result.get("accounting") or {}, launch_us=launch_s * 1e6)
+    if result.get("compile") and not result.get("collectives"):
+        result["warnings"].append(
+            "compiled: no collective of the compiled graph was recognised (trnlens reads "
+            "_c10d_functional launches and waits), so no rank's wait is known: busy time is the "
+            "wall time and the slowest rank says little; profile without --compiled for each "
+            "collective's time and wait"
+        )
     if "OMP_NUM_THREADS" not in os.environ:
         result["warnings"].append(
             "torchrun ran each rank with OMP_NUM_THREADS=1 (its default when unset): compare "
@@ -217,17 +234,15 @@ def _failure(outcomes, nproc, work, log_path, root, code) -> errors.AgentError:
     peer in a collective), with what the other ranks were doing."""
     failed = [o["error"] for o in outcomes.values() if "error" in o]
     silent = [r for r in range(nproc) if r not in outcomes]
-    root_cause = _root_cause(log_path)  # torchrun's "first observed failure": (rank, exit code)
-    # A rank that left no word is the cause when nothing else failed, or when torchrun saw it
-    # fail first and the others only lost it in a collective (a rank stopped by torchrun after
-    # another failed leaves no word either: it is not the cause).
-    gone_first = root_cause is not None and root_cause[0] in silent
-    if silent and (not failed or (gone_first and all(e.get("collective") for e in failed))):
+    exits = _exit_codes(log_path)  # what torchrun reported of each failed rank
+    # A rank that left no word is the cause when nothing else failed, or when it ended on its
+    # own (an exit code, or a signal other than torchrun's SIGTERM/SIGKILL) and the others only
+    # lost it in a collective. A rank torchrun stopped after another failed is not the cause.
+    dead = [r for r in silent if exits.get(r) not in (None, "-15", "-9")]
+    if silent and (not failed or (dead and all(e.get("collective") for e in failed))):
         failed.sort(key=lambda e: e.get("failed_at", 0))
-        cause = root_cause[0] if root_cause and root_cause[0] in silent else silent[0]
-        exit_code = (
-            f" with exit code {root_cause[1]}" if root_cause and root_cause[0] == cause else ""
-        )
+        cause = dead[0] if dead else silent[0]
+        exit_code = f" with exit code {exits[cause]}" if cause in exits else ""
         lost = ""
         if failed and failed[0].get("collective"):
             f = failed[0]
@@ -301,24 +316,25 @@ def _stuck_at(work: str, rank: int, root: str) -> str | None:
     return None
 
 
-def _root_cause(log_path: str) -> tuple[int, str] | None:
-    """(rank, exit code) of torchrun's "Root Cause (first observed failure)" in its log."""
+def _exit_codes(log_path: str) -> dict[int, str]:
+    """rank -> exit code, from the failure summary torchrun writes to its log (``rank : 1
+    (local_rank: 1)`` then ``exitcode : 7 (pid: ...)``; -15 is its own SIGTERM)."""
     try:
         with open(log_path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+            lines = handle.read().splitlines()
     except OSError:
-        return None
-    _, found, after = text.rpartition("Root Cause (first observed failure)")
-    if not found:
-        return None
-    rank = code = None
-    for line in after.splitlines():
+        return {}
+    codes: dict[int, str] = {}
+    rank = None
+    for line in lines:
         key, _, value = line.partition(":")
-        if key.strip() == "rank" and rank is None:
-            rank = value.split()[0] if value.split() else None
-        elif key.strip() == "exitcode" and code is None:
-            code = value.split()[0] if value.split() else None
-    return (int(rank), code or "?") if rank and rank.isdigit() else None
+        words = value.split()
+        if key.strip() == "rank" and words and words[0].isdigit():
+            rank = int(words[0])
+        elif key.strip() == "exitcode" and words and rank is not None:
+            codes.setdefault(rank, words[0])
+            rank = None
+    return codes
 
 
 def _tail(path: str, lines: int = 30) -> str:

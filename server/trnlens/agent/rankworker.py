@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     # No interpreter teardown: torch's took most of a second, and a peer may already be gone.
-    os._exit(0 if "result" in outcome else 1)
+    os._exit(1 if "error" in outcome else 0)  # torchrun stops the others on a failure
 
 
 def _run(request: dict, rank: int, work: str, progress) -> dict:
@@ -93,7 +93,9 @@ def _run(request: dict, rank: int, work: str, progress) -> dict:
             rank_request["device"] = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
         result = Runner(rank_request, progress, lambda: False, lockstep=lockstep).run()
         if result.get("error"):  # the user's code failed on this rank: the run fails
-            return _failure(result["error"], rank)
+            # The result goes along: a failed run is still a result (the editor shows it at
+            # the raising line), as in a single process.
+            return {**_failure(result["error"], rank), "result": result}
         result["rank"] = rank
         result["local_rank"] = int(os.environ.get("LOCAL_RANK", rank))
         result["clock"] = clock

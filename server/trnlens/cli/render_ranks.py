@@ -46,7 +46,13 @@ def ranks_lines(data: dict, table) -> list[str]:
         out.append("Collectives (per step; wait = time waiting for the other ranks)")
         rows = []
         for row in data["collectives"]:
-            where = f"{row['path']}:{row['line']}" if row.get("path") else "(outside the project)"
+            where = (
+                f"{row['path']}:{row['line']}"
+                if row.get("path")
+                else "(in the compiled graph)"
+                if row.get("compiled")
+                else "(outside the project)"
+            )
             share = row.get("share_of_step")
             rows.append([
                 row["name"], where, f"{row.get('calls_per_step', 0):g}",

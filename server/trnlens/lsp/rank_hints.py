@@ -1,4 +1,5 @@
-"""After a multi-rank run: a hint at the end of each collective's line with each rank's wait.
+"""After a multi-rank run: a hint at the end of each collective's line with each rank's wait,
+and the ranks' figures in the function's hover.
 
 ``all_reduce: wait r0 2.1 ms · r1 0 ns (in it: 4.9 ms, 3.9 ms per step)``: the wait is the time a
 rank spent in the call beyond the fastest rank's (waiting for the others), medians per step.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from trnlens import rankfigures
+from trnlens.lsp import format, markdown
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.hints import utf16_length
 
@@ -44,3 +46,29 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                 )
             )
     return found
+
+
+def hover_lines(result) -> list[str]:
+    """The function's hover after a multi-rank run: every rank's figures, the slowest marked."""
+    data = result.data
+    if not rankfigures.is_multi_rank(data):
+        return []
+    d = format.duration
+    rows = [
+        "",
+        f"**{markdown.text(rankfigures.headline(data))}** (the ops above are rank 0's; busy = "
+        "wall minus the wait in collectives)",
+        "",
+        "| rank | wall | busy | in collectives | waiting |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    slowest = data.get("slowest_rank")
+    for row in data["ranks"]:
+        mark = " ◀ slowest" if row["rank"] == slowest else ""
+        rows.append(
+            f"| {row['rank']}{mark} | {d(row.get('wall_time_per_step_us'))}"
+            f" | {d(row.get('busy_time_per_step_us'))}"
+            f" | {d(row.get('collective_time_per_step_us'))}"
+            f" | {d(row.get('collective_wait_per_step_us'))} |"
+        )
+    return rows

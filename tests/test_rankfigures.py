@@ -1,0 +1,38 @@
+"""The words for a multi-rank result, the same in the CLI, the lens, the hints and the report."""
+
+from __future__ import annotations
+
+from trnlens import rankfigures
+
+RESULT = {
+    "world_size": 2,
+    "ranks": [{"rank": 0}, {"rank": 1}],
+    "slowest_rank": 1,
+    "rank_spread": {"slowest_vs_others_pct": 38.2},
+    "collectives": [
+        {"name": "broadcast", "share_of_step": 0.02, "per_rank": []},
+        {"name": "all_reduce", "share_of_step": 0.241, "per_rank": [
+            {"rank": 1, "time_per_step_us": 1070.0, "wait_per_step_us": 0.0},
+            {"rank": 0, "time_per_step_us": 5770.0, "wait_per_step_us": 4910.0},
+        ]},
+    ],
+}  # fmt: skip
+
+
+def test_the_headline_names_the_slowest_rank_and_the_costliest_collective():
+    assert rankfigures.headline(RESULT) == "2 ranks · slowest rank 1 (+38%) · 24% in all_reduce"
+
+
+def test_a_single_process_result_has_no_ranks_headline():
+    assert rankfigures.headline({"ranks": None}) is None
+    assert rankfigures.headline({**RESULT, "world_size": 1}) is None
+
+
+def test_without_collectives_the_headline_stops_at_the_slowest_rank():
+    assert rankfigures.headline({**RESULT, "collectives": []}) == "2 ranks · slowest rank 1 (+38%)"
+
+
+def test_a_collectives_hint_lists_each_ranks_wait_in_rank_order():
+    assert rankfigures.collective_hint(RESULT["collectives"][1]) == (
+        "all_reduce: wait r0 4.91 ms · r1 0 ns (in it: 5.77 ms, 1.07 ms per step)"
+    )
