@@ -185,10 +185,11 @@ def library_table(result: dict) -> str:
     return (
         "<h3>Library lines (self time: each dispatch on its innermost frame)</h3>"
         + (f'<ul class="library-findings">{notes}</ul>' if notes else "")
-        + '<table class="library-lines"><thead><tr><th>line</th><th>function</th>'
-        '<th>library</th><th class="num">share</th><th class="num">time</th>'
+        # in its own scrolling box, like every wide table: the page never scrolls sideways
+        + '<div class="wide"><table class="library-lines"><thead><tr><th>line</th>'
+        '<th>function</th><th>library</th><th class="num">share</th><th class="num">time</th>'
         '<th class="num">dispatches</th><th>called from</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 

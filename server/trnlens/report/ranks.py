@@ -46,9 +46,9 @@ def section(
             + "</tr>"
         )
     table = (
-        '<table class="ranks"><thead><tr><th>rank</th><th>host</th><th>wall / step</th>'
-        "<th>busy / step</th><th>in collectives</th><th>waiting</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        '<div class="wide"><table class="ranks"><thead><tr><th>rank</th><th>host</th>'
+        "<th>wall / step</th><th>busy / step</th><th>in collectives</th><th>waiting</th></tr>"
+        f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
     alignment = (result.get("alignment") or {}).get("how") or ""
     strag = result.get("stragglers") or {}
