@@ -130,21 +130,25 @@ def git_history(root: Path, text: str, commits: int) -> float:
     return time.perf_counter() - started
 
 
-def lag_stats(beats: list[tuple[float, float]], windows: list[tuple[float, float]]) -> dict:
-    lags = [lag for t, lag in beats if any(a <= t <= b for a, b in windows)]
-    if not lags:
+def lag_stats(beats: list[tuple[float, float, float]], windows: list[tuple[float, float]]) -> dict:
+    inside = [(lag, cpu) for t, lag, cpu in beats if any(a <= t <= b for a, b in windows)]
+    if not inside:
         return {"beats": 0}
+    lags = [lag for lag, _ in inside]
     return {
         "beats": len(lags), "p50": percentile(lags, 0.5), "p99": percentile(lags, 0.99),
         "max": max(lags), "stalls": sum(lag > STALL_S for lag in lags),
+        # late beats with more than 20 ms of the loop thread's CPU behind them: work on the loop
+        "busy": sum(lag > STALL_S and cpu > STALL_S for lag, cpu in inside),
+        "max_cpu": max(cpu for _, cpu in inside),
     }  # fmt: skip
 
 
-def read_beats(path: Path) -> list[tuple[float, float]]:
+def read_beats(path: Path) -> list[tuple[float, float, float]]:
     beats = []
     for line in path.read_text().splitlines():
-        t, lag = line.split()
-        beats.append((float(t), float(lag)))
+        t, lag, cpu = line.split()
+        beats.append((float(t), float(lag), float(cpu)))
     return beats
 
 
@@ -359,11 +363,13 @@ async def main(samples: int, lines: int, against: str, commits: int) -> None:
         f"\nevent-loop lag (a 5 ms heartbeat's lateness), repository of {commits} commits "
         f"(built by git fast-import in {after['git_s']:.1f} s); goal: no beat over "
         f"{STALL_S * 1000:.0f} ms. Wall-clock figures: a loaded machine delays beats too (load "
-        f"above), so compare before and after of the same run"
+        f"above), so compare before and after of the same run. 'of them busy': late beats with "
+        f"over 20 ms of the loop thread's CPU behind them (work on the loop, not the machine); "
+        f"'max CPU': the most loop-thread CPU between two beats"
     )
     print(
         f"{'phase':<20} {'version':<7} {'beats':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
-        f"{'>20 ms':>7}"
+        f"{'>20 ms':>7} {'of them busy':>12} {'max CPU ms':>10}"
     )
     for phase in after["lag"]:
         for version, found in (("before", before), ("after", after)):
@@ -373,7 +379,8 @@ async def main(samples: int, lines: int, against: str, commits: int) -> None:
                 continue
             print(
                 f"{phase:<20} {version:<7} {s['beats']:>6} {s['p50'] * 1000:>7.2f} "
-                f"{s['p99'] * 1000:>7.2f} {s['max'] * 1000:>8.1f} {s['stalls']:>7}"
+                f"{s['p99'] * 1000:>7.2f} {s['max'] * 1000:>8.1f} {s['stalls']:>7} "
+                f"{s['busy']:>12} {s['max_cpu'] * 1000:>10.1f}"
             )
     for version, found in (("before", before), ("after", after)):
         if not found["overlapped"]:

@@ -1,9 +1,12 @@
 """Runs ``trnlens`` with a loop-lag probe: ``python bench/loop_probe.py OUT serve``.
 
 A heartbeat on the server's event loop asks to run every ``INTERVAL_S``; how late each beat
-runs is the time the loop could not answer anything (a handler or callback holding it). Every
-beat is written to OUT as ``monotonic_time lag_seconds`` lines: CLOCK_MONOTONIC is one clock for
-the whole machine, so the bench can cut the beats into the phases it timed in its own process.
+runs is the time the loop could not answer anything (a handler or callback holding it, or, on a
+loaded machine, the process waiting for a core). Beside the lateness, the loop thread's CPU time
+since the previous beat tells the two apart: a late beat with little CPU behind it was the
+machine (or a blocking wait), one with much CPU was work on the loop. Every beat is written to
+OUT as ``monotonic_time lag_seconds cpu_seconds`` lines: CLOCK_MONOTONIC is one clock for the
+whole machine, so the bench can cut the beats into the phases it timed in its own process.
 The probe only measures; trnlens itself is imported from wherever PYTHONPATH says (the bench's
 "before" tree or this one).
 """
@@ -23,11 +26,13 @@ class Probe:
     def __init__(self, path: str):
         self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed at exit)
         self.pending: list[str] = []
+        self.cpu = time.thread_time()
         atexit.register(self.flush)
 
     def beat(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
-        now = loop.time()
-        self.pending.append(f"{now:.6f} {max(now - due, 0.0):.6f}\n")
+        now, cpu = loop.time(), time.thread_time()
+        self.pending.append(f"{now:.6f} {max(now - due, 0.0):.6f} {cpu - self.cpu:.6f}\n")
+        self.cpu = cpu
         if len(self.pending) >= FLUSH_EVERY:
             self.flush()
         loop.call_at(now + INTERVAL_S, self.beat, loop, now + INTERVAL_S)
