@@ -26,7 +26,7 @@ from pathlib import Path
 
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.store import Store
-from trnlens.targets import bundle, config
+from trnlens.targets import bundle, registry
 from trnlens.targets.bundle import short_temp_dir
 
 START_TIMEOUT_S = 30.0
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=float, default=600.0)
     args = parser.parse_args(argv)
     root = Path(args.project)
-    target = config.resolve(args.target, root, python=args.python)
+    target = registry.resolve(args.target, root, python=args.python)
     path = Path(args.socket)
     path.unlink(missing_ok=True)
     asyncio.run(Daemon(path, root, target, args.keep).serve())
