@@ -130,22 +130,37 @@ def git_history(root: Path, text: str, commits: int) -> float:
     return time.perf_counter() - started
 
 
-def lag_stats(beats: list[tuple[float, float]], windows: list[tuple[float, float]]) -> dict:
-    lags = [lag for t, lag in beats if any(a <= t <= b for a, b in windows)]
-    if not lags:
+def lag_stats(beats: list[tuple[float, float, float]], windows: list[tuple[float, float]]) -> dict:
+    inside = [(lag, cpu) for t, lag, cpu in beats if any(a <= t <= b for a, b in windows)]
+    if not inside:
         return {"beats": 0}
+    lags = [lag for lag, _ in inside]
     return {
         "beats": len(lags), "p50": percentile(lags, 0.5), "p99": percentile(lags, 0.99),
         "max": max(lags), "stalls": sum(lag > STALL_S for lag in lags),
+        # late beats with more than 20 ms of the loop thread's CPU behind them: work on the loop
+        "busy": sum(lag > STALL_S and cpu > STALL_S for lag, cpu in inside),
+        "max_cpu": max(cpu for _, cpu in inside),
     }  # fmt: skip
 
 
-def read_beats(path: Path) -> list[tuple[float, float]]:
+def read_beats(path: Path) -> list[tuple[float, float, float]]:
     beats = []
     for line in path.read_text().splitlines():
-        t, lag = line.split()
-        beats.append((float(t), float(lag)))
+        if not line.startswith("block "):
+            t, lag, cpu = line.split()
+            beats.append((float(t), float(lag), float(cpu)))
     return beats
+
+
+def read_blocks(path: Path) -> list[tuple[float, float, str]]:
+    """(time, seconds, what) of each blocking call made on the loop's thread."""
+    found = []
+    for line in path.read_text().splitlines():
+        if line.startswith("block "):
+            _, t, seconds, what = line.split(" ", 3)
+            found.append((float(t), float(seconds), what))
+    return found
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -292,10 +307,22 @@ async def measure(text: str, samples: int, env: dict[str, str], commits: int) ->
         windows["profiling + lenses"] = [(start, time.monotonic())]
         await bench.stop()
         beats = read_beats(bench.lag_file)
+        blocks = read_blocks(bench.lag_file)
     lag = {name: lag_stats(beats, spans) for name, spans in windows.items()}
+    for name, spans in windows.items():
+        inside = [s for t, s, _ in blocks if any(a <= t <= b for a, b in spans)]
+        lag[name].update(blocked=len(inside), blocked_s=sum(inside),
+                         blocked_max=max(inside, default=0.0))  # fmt: skip
     lag["whole session"] = lag_stats(beats, [(beats[0][0], beats[-1][0])] if beats else [])
+    lag["whole session"].update(
+        blocked=len(blocks), blocked_s=sum(s for _, s, _ in blocks),
+        blocked_max=max((s for _, s, _ in blocks), default=0.0),
+    )  # fmt: skip
+    kinds: dict[str, int] = {}
+    for _, _, what in blocks:
+        kinds[what[:90]] = kinds.get(what[:90], 0) + 1
     return {"idle": idle, "busy": busy, "rss": rss, "lenses": lenses, "overlapped": overlapped,
-            "lag": lag, "git_s": built}  # fmt: skip
+            "lag": lag, "git_s": built, "blocking": kinds}  # fmt: skip
 
 
 def in_process(text: str, samples: int) -> list[float]:
@@ -359,11 +386,16 @@ async def main(samples: int, lines: int, against: str, commits: int) -> None:
         f"\nevent-loop lag (a 5 ms heartbeat's lateness), repository of {commits} commits "
         f"(built by git fast-import in {after['git_s']:.1f} s); goal: no beat over "
         f"{STALL_S * 1000:.0f} ms. Wall-clock figures: a loaded machine delays beats too (load "
-        f"above), so compare before and after of the same run"
+        f"above), so compare before and after of the same run. 'of them busy': late beats with "
+        f"over 20 ms of the loop thread's CPU behind them (work on the loop, not the machine); "
+        f"'max CPU': the most loop-thread CPU between two beats; 'blocking calls': subprocess "
+        f"waits, fsyncs and sleeps made on the loop's thread (count, their total and longest "
+        f"time: load-independent in count)"
     )
     print(
         f"{'phase':<20} {'version':<7} {'beats':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
-        f"{'>20 ms':>7}"
+        f"{'>20 ms':>7} {'of them busy':>12} {'max CPU ms':>10} {'blocking calls':>15} "
+        f"{'total ms':>9} {'max ms':>7}"
     )
     for phase in after["lag"]:
         for version, found in (("before", before), ("after", after)):
@@ -373,8 +405,13 @@ async def main(samples: int, lines: int, against: str, commits: int) -> None:
                 continue
             print(
                 f"{phase:<20} {version:<7} {s['beats']:>6} {s['p50'] * 1000:>7.2f} "
-                f"{s['p99'] * 1000:>7.2f} {s['max'] * 1000:>8.1f} {s['stalls']:>7}"
+                f"{s['p99'] * 1000:>7.2f} {s['max'] * 1000:>8.1f} {s['stalls']:>7} "
+                f"{s['busy']:>12} {s['max_cpu'] * 1000:>10.1f} {s['blocked']:>15} "
+                f"{s['blocked_s'] * 1000:>9.1f} {s['blocked_max'] * 1000:>7.1f}"
             )
+    for version, found in (("before", before), ("after", after)):
+        calls = ", ".join(f"{n}x {what}" for what, n in found["blocking"].items()) or "none"
+        print(f"blocking calls on the loop, {version}: {calls}")
     for version, found in (("before", before), ("after", after)):
         if not found["overlapped"]:
             print(f"({version}: the profile ended before the last busy sample: raise busy's loop)")

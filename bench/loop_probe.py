@@ -1,19 +1,28 @@
 """Runs ``trnlens`` with a loop-lag probe: ``python bench/loop_probe.py OUT serve``.
 
 A heartbeat on the server's event loop asks to run every ``INTERVAL_S``; how late each beat
-runs is the time the loop could not answer anything (a handler or callback holding it). Every
-beat is written to OUT as ``monotonic_time lag_seconds`` lines: CLOCK_MONOTONIC is one clock for
-the whole machine, so the bench can cut the beats into the phases it timed in its own process.
-The probe only measures; trnlens itself is imported from wherever PYTHONPATH says (the bench's
-"before" tree or this one).
+runs is the time the loop could not answer anything (a handler or callback holding it, or, on a
+loaded machine, the process waiting for a core). Beside the lateness, the loop thread's CPU time
+since the previous beat tells the two apart: a late beat with little CPU behind it was the
+machine (or a blocking wait), one with much CPU was work on the loop. Every beat is written to
+OUT as ``monotonic_time lag_seconds cpu_seconds`` lines: CLOCK_MONOTONIC is one clock for the
+whole machine, so the bench can cut the beats into the phases it timed in its own process.
+Blocking calls made on the loop's own thread (a subprocess waited for, ``os.fsync``,
+``time.sleep``) are also written, as ``block monotonic_time seconds what`` lines: how long the
+loop sat in each, whatever the machine's load (a busy machine makes them longer, never makes
+them appear). The probe only measures; trnlens itself is imported from wherever PYTHONPATH says
+(the bench's "before" tree or this one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import os
+import subprocess
 import sys
 import time
+from asyncio import events
 
 INTERVAL_S = 0.005
 FLUSH_EVERY = 200  # beats: the server may be killed rather than exit
@@ -23,11 +32,13 @@ class Probe:
     def __init__(self, path: str):
         self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed at exit)
         self.pending: list[str] = []
+        self.cpu = time.thread_time()
         atexit.register(self.flush)
 
     def beat(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
-        now = loop.time()
-        self.pending.append(f"{now:.6f} {max(now - due, 0.0):.6f}\n")
+        now, cpu = loop.time(), time.thread_time()
+        self.pending.append(f"{now:.6f} {max(now - due, 0.0):.6f} {cpu - self.cpu:.6f}\n")
+        self.cpu = cpu
         if len(self.pending) >= FLUSH_EVERY:
             self.flush()
         loop.call_at(now + INTERVAL_S, self.beat, loop, now + INTERVAL_S)
@@ -39,8 +50,35 @@ class Probe:
             self.pending.clear()
 
 
+def _watch_blocking(probe: Probe) -> None:
+    inside: list[str] = []  # communicate() waits too: one call is counted once
+
+    def wrap(name, function, blocks=lambda *a, **k: True):
+        def call(*args, **kwargs):
+            if inside or events._get_running_loop() is None or not blocks(*args, **kwargs):
+                return function(*args, **kwargs)
+            started = time.monotonic()
+            inside.append(name)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                inside.pop()
+                what = next((repr(a.args[:4]) for a in args if hasattr(a, "args")), name)
+                line = f"block {started:.6f} {time.monotonic() - started:.6f} {name} {what}\n"
+                probe.pending.append(line.replace("\n", " ").rstrip() + "\n")
+
+        return call
+
+    popen = subprocess.Popen
+    popen.communicate = wrap("communicate", popen.communicate)
+    popen.wait = wrap("wait", popen.wait, lambda p, timeout=None: p.returncode is None)
+    os.fsync = wrap("fsync", os.fsync)
+    time.sleep = wrap("sleep", time.sleep, lambda seconds: seconds > 0)
+
+
 def install(path: str) -> None:
     probe = Probe(path)
+    _watch_blocking(probe)
 
     class ProbingPolicy(asyncio.DefaultEventLoopPolicy):
         def new_event_loop(self) -> asyncio.AbstractEventLoop:
