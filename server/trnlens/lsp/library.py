@@ -26,10 +26,10 @@ from lsprotocol import types
 
 from trnlens.libraries import swap
 from trnlens.lsp import format, markdown
+from trnlens.lsp.command_ids import MEASURE_FIX  # lsp/commands.py: falls back to the run's swaps
 from trnlens.lsp.documents import Placement, ProfiledDocument
 
 SOURCE = "trnlens (library)"
-MEASURE_FIX = "trnlens.server.measureFix"  # lsp/commands.py: falls back to the run's swaps
 MAX_LINES = 5
 MAX_MODULES = 6
 
