@@ -17,7 +17,6 @@ lines and modules. Nothing here reads a file: what a library file holds comes fr
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from trnlens.libraries import swap
 from trnlens.lsp import format, markdown
 from trnlens.lsp.command_ids import MEASURE_FIX  # lsp/commands.py: falls back to the run's swaps
 from trnlens.lsp.documents import Placement, ProfiledDocument
+from trnlens.lsp.run_findings import ast_position, line_range
 
 SOURCE = "trnlens (library)"
 MAX_LINES = 5
@@ -101,7 +101,7 @@ def _diagnostic(
 ) -> types.Diagnostic:
     fixable = entry.get("fix") and qualname
     return types.Diagnostic(
-        range=_line_range(text, line),
+        range=line_range(text, line),
         message=message,
         severity=types.DiagnosticSeverity.Warning,
         source=SOURCE,
@@ -287,8 +287,8 @@ def swap_edits(text: str, entry: dict, roots: list[str]) -> list[types.TextEdit]
         default=0,
     )
     insert = types.Position(after, 0)
-    start = _position(lines, call.lineno, call.col_offset)
-    end = _position(lines, call.end_lineno or call.lineno, call.end_col_offset or 0)
+    start = ast_position(lines, call.lineno, call.col_offset)
+    end = ast_position(lines, call.end_lineno or call.lineno, call.end_col_offset or 0)
     return [
         types.TextEdit(types.Range(insert, insert), f"{imports}\n\n{helper}"),
         types.TextEdit(types.Range(start, start), f"{name}("),
@@ -321,21 +321,6 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _position(lines: list[str], lineno: int, byte_col: int) -> types.Position:
-    text = lines[lineno - 1] if lineno - 1 < len(lines) else ""
-    prefix = text.encode()[:byte_col].decode(errors="ignore")
-    return types.Position(lineno - 1, len(prefix.encode("utf-16-le")) // 2)
-
-
-def _line_range(text: str, line: int) -> types.Range:
-    lines = text.splitlines()
-    body = lines[line] if 0 <= line < len(lines) else ""
-    start = len(body) - len(body.lstrip())
-    end = len(body.encode("utf-16-le")) // 2
-    return types.Range(types.Position(line, start), types.Position(line, max(end, start)))
-
-
-@functools.lru_cache(maxsize=4096)
 def _resolved_text(path: str) -> str:
     try:
         return str(Path(path).resolve())

@@ -46,7 +46,7 @@ def provider(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
             cost += " · stale: the function or its inputs changed since"
         found.append(
             types.Diagnostic(
-                range=_line_range(doc.text, line),
+                range=line_range(doc.text, line),
                 message=f"{finding['message']}\n{cost}",
                 # a stale run's finding may no longer hold: a Hint (out of the Problems list)
                 # until the next run says again
@@ -170,15 +170,15 @@ def _keyword(text, candidates, name, value, title):
         node = existing.value
         if ast.unparse(node) == value:
             return None
-        start = _position(lines, node.lineno, node.col_offset)
-        end = _position(lines, node.end_lineno, node.end_col_offset)
+        start = ast_position(lines, node.lineno, node.col_offset)
+        end = ast_position(lines, node.end_lineno, node.end_col_offset)
         return title, types.TextEdit(types.Range(start, end), value)
     if any(k.arg is None for k in call.keywords) or any(
         isinstance(a, ast.Starred) for a in call.args
     ):
         return None  # **kwargs / *args may already carry it
     # Insert before the closing parenthesis (end_col_offset is just past it).
-    end = _position(lines, call.end_lineno, call.end_col_offset - 1)
+    end = ast_position(lines, call.end_lineno, call.end_col_offset - 1)
     before = lines[call.end_lineno - 1].encode()[: call.end_col_offset - 1].decode().rstrip()
     separator = "" if before.endswith(("(", ",")) else ", "
     if before.endswith(","):
@@ -194,16 +194,17 @@ def _name(func) -> str | None:
     return None
 
 
-def _position(lines: list[str], lineno: int, byte_col: int) -> types.Position:
+def ast_position(lines: list[str], lineno: int, byte_col: int) -> types.Position:
     """ast's (1-based line, UTF-8 byte column) as an LSP position (UTF-16 units)."""
     text = lines[lineno - 1] if lineno - 1 < len(lines) else ""
     prefix = text.encode()[:byte_col].decode(errors="ignore")
     return types.Position(lineno - 1, len(prefix.encode("utf-16-le")) // 2)
 
 
-def _line_range(text: str, line: int) -> types.Range:
+def line_range(text: str, line: int) -> types.Range:
+    """0-based ``line`` of ``text`` from its first non-blank character to its end (UTF-16)."""
     lines = text.splitlines()
-    body = lines[line] if line < len(lines) else ""
+    body = lines[line] if 0 <= line < len(lines) else ""
     start = len(body) - len(body.lstrip())
     end = len(body.encode("utf-16-le")) // 2
     return types.Range(types.Position(line, start), types.Position(line, max(end, start)))
