@@ -128,6 +128,11 @@ def check_run(result: dict, steps: list[dict]) -> list[dict]:
     """The three checks of one run: each ``{"name", "ok", "detail"}`` (ok None: not applicable)."""
     device = result["device_time_per_step_us"] or 0.0
     checks = []
+    kept = (result.get("profiled_timing") or {}).get("kept_steps")
+    all_steps = steps
+    if kept and all(0 <= i < len(steps) for i in kept):
+        # the headline's medians leave out steps that faulted in memory the profiler displaced
+        steps = [steps[i] for i in kept]
     if steps:
         # The same statistic over steps as the headline figure (its mean over the active steps):
         # one slow step on a busy machine moves a mean far from a median.
@@ -146,7 +151,7 @@ def check_run(result: dict, steps: list[dict]) -> list[dict]:
     else:
         checks.append({"name": "device time = wall - gaps", "ok": False, "detail": "no steps"})
     ops_sum = sum(op["self_device_us"] for op in result["ops"])
-    mean = statistics.fmean(s["busy_us"] for s in steps) if steps else device
+    mean = statistics.fmean(s["busy_us"] for s in all_steps) if all_steps else device
     checks.append(
         {
             "name": "ops add up",

@@ -72,6 +72,9 @@ async def test_a_rank_that_raises_shows_its_error_at_the_line_naming_the_rank(tm
         uri = ed.open("ranks_step.py")
         _, end = await ed.profile(uri, "step")
         assert "raised" in end.message and "rank 1" in end.message, end.message
-        (diagnostic,) = ed.diagnostics(uri, "run-user_code")
+        # the run's diagnostics are published once it is stored (off the loop): wait for them
+        (diagnostic,) = await ed.wait_for(
+            lambda: ed.diagnostics(uri, "run-user_code"), what="the rank's error on its line"
+        )
         assert diagnostic.range.start.line == raise_line
         assert "rank 1: ValueError: rank one gives up" in diagnostic.message

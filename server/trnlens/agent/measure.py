@@ -228,6 +228,8 @@ class Measurer:
         ordered = sorted(ev.step_events(events), key=lambda e: e.time_range.start)
         if len(ordered) != len(wall):
             kept = list(range(len(ordered)))
+        if m.profiled_timing is not None:  # which steps the medians are over (in step order)
+            m.profiled_timing["kept_steps"] = kept
         step_cpu = [ordered[i].cpu_time_total for i in kept]
         m.cpu_time_per_step_us = statistics.median(step_cpu) if step_cpu else 0.0
         per_step = self._device_time_by_step(host_events, ordered)
