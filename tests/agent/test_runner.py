@@ -148,6 +148,9 @@ def test_compare_original_fix_and_compiled(make_project):
     assert low <= outcome["speedups"][1] <= high
     assert outcome["max_abs_diff"][0] == 0.0
     assert outcome["max_abs_diff"][1] < 1e-4 and outcome["max_abs_diff"][2] < 1e-4
+    # The fix ran as source text: its frames are the user's code, not a library's (issue 21)
+    frames = [f for f in fixed["frames"] if f["path"].startswith("<trnlens variant ")]
+    assert frames and all(f["project"] and f["library"] is None for f in frames)
     assert len({v["run_id"] for v in outcome["variants"]}) == 3
 
 

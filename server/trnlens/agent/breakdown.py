@@ -15,6 +15,7 @@ from collections import defaultdict
 from . import events as ev
 from .attribution import library_of
 from .events import MODULE_LABEL
+from .loader import VARIANT_FILE_PREFIX
 
 # Ops that copy one scalar to the host: the host waits for everything queued before them.
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "aten::is_nonzero")
@@ -80,7 +81,8 @@ class Breakdown:
     def _frame(self, raw) -> dict | None:
         if raw is None:
             return None
-        project = self.kinds.kind(raw[0]) == "project"
+        # A variant's source text (a fix run as text) is the user's code, not a library's.
+        project = self.kinds.kind(raw[0]) == "project" or raw[0].startswith(VARIANT_FILE_PREFIX)
         return {
             "path": self.kinds.display(raw[0]),
             "line": raw[1],

@@ -220,10 +220,15 @@ def resolve(module: types.ModuleType, qualname: str):
     return obj
 
 
+# The file name of a variant's source text: the user's own code, run as text (attribution.py
+# does not count it as a library).
+VARIANT_FILE_PREFIX = "<trnlens variant "
+
+
 def exec_variant_source(module: types.ModuleType, source: str, label: str) -> dict:
     """Runs a variant's source text (say, a generated fix) in a copy of the module's globals."""
     namespace = dict(module.__dict__)
-    filename = f"<trnlens variant {label}>"
+    filename = f"{VARIANT_FILE_PREFIX}{label}>"
     lines = source.splitlines(keepends=True)
     linecache.cache[filename] = (len(source), None, lines, filename)
     try:
