@@ -61,7 +61,10 @@ async def test_missing_inputs_short_message_lens_diagnostic_and_a_quick_fix_that
         uri = ed.open("scale.py")
         _, end = await ed.profile(uri, "scale")
         assert end.message.startswith("failed: scale(x, weight) needs arguments"), end.message
-        shown = [m for m in ed.client.messages if "scale" in m.message]
+        # the failure is shown once the run is stored (off the loop), maybe after the progress end
+        shown = await ed.wait_for(
+            lambda: [m for m in ed.client.messages if "scale" in m.message], what="the message"
+        )
         assert len(shown) == 1 and "\n" not in shown[0].message, shown
         assert shown[0].type == types.MessageType.Warning
         assert "quick fix" in shown[0].message and "def " not in shown[0].message
