@@ -157,8 +157,10 @@ def test_a_cancel_during_a_library_import_waits_for_it_and_keeps_the_agent(agent
     (agent_dir / "imports.py").write_text(SLOW_IMPORTS)
     site = agent_dir / ".venv" / "lib" / "site-packages"
     site.mkdir(parents=True)
+    importing = agent_dir / "importing"  # written by each library as its import starts
     for n in range(40):
         (site / f"slowlib_{n}.py").write_text(
+            f"open({str(importing)!r}, 'w').close()\n"
             "import time\nfor _ in range(20):\n    time.sleep(0.01)\nDONE = True\n"
         )
     agent = Agent([sys.executable, "-m", "trnlens.agent"], agent_dir)
@@ -168,7 +170,10 @@ def test_a_cancel_during_a_library_import_waits_for_it_and_keeps_the_agent(agent
         run["variants"][0]["path"] = "imports.py"
         agent.send(run)
         agent.next(type="progress", id="long", phase="warm-up")
-        time.sleep(0.1)  # inside an import
+        deadline = time.monotonic() + 60
+        while not importing.exists():  # inside an import (each is 0.2 s of top-level code)
+            assert time.monotonic() < deadline, "no library import started"
+            time.sleep(0.01)
         agent.send({"type": "cancel", "id": "long"})
         error = agent.next(type="error", id="long", timeout=5)["error"]  # far below the run's
         assert error["kind"] == "cancelled" and not error.get("exiting")
