@@ -110,7 +110,7 @@ def test_bundle_speaks_the_protocol_and_survives_user_prints(agent_dir):
         agent.close()
 
 
-def test_cancel_stops_a_run_within_a_second_and_the_agent_serves_on(agent_dir):
+def test_cancel_stops_a_run_long_before_its_end_and_the_agent_serves_on(agent_dir):
     agent = Agent([sys.executable, "-m", "trnlens.agent"], agent_dir)
     try:
         agent.next(type="hello")
@@ -153,7 +153,8 @@ def all_imported_whole(x=torch.ones(8)):
 
 def test_a_cancel_during_a_library_import_waits_for_it_and_keeps_the_agent(agent_dir):
     """Stopping an import half way would cost the warm agent (interrupts.py): the cancel lands
-    after it, the answer still comes within the second, and the next run sees whole modules."""
+    after it, the answer still comes long before the run would end, and the next run sees whole
+    modules."""
     (agent_dir / "imports.py").write_text(SLOW_IMPORTS)
     site = agent_dir / ".venv" / "lib" / "site-packages"
     site.mkdir(parents=True)
