@@ -5,6 +5,7 @@ test fails and says what is missing (CI installs everything and runs as root).""
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import pytest
 
@@ -24,8 +25,13 @@ def check(item: pytest.Item) -> None:
     """Skips or fails ``item`` (pytest_runtest_setup) when a component it needs is missing."""
     for mark in item.iter_markers(MARK):
         missing = mark.args[0] if mark.args else None
-        if not missing:
-            continue
-        if in_ci():
-            pytest.fail(f"{missing}: in CI nothing is skipped for want of a component")
-        pytest.skip(missing)
+        if missing:
+            absent(missing)
+
+
+def absent(missing: str) -> NoReturn:
+    """For a test that finds out as it runs that a component is missing (a browser, bind
+    mounts): skips it here, fails it in CI, saying what is missing."""
+    if in_ci():
+        pytest.fail(f"{missing}: in CI nothing is skipped for want of a component")
+    pytest.skip(missing)

@@ -33,3 +33,12 @@ def test_present_runs_everywhere(monkeypatch):
     components.check(Item(components.needs(None)))
     monkeypatch.setenv("CI", "false")
     components.check(Item())
+
+
+def test_found_missing_while_running_is_a_skip_here_and_a_failure_in_ci(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no browser"):
+        components.absent("no browser")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no browser: in CI nothing is skipped"):
+        components.absent("no browser")

@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 import textwrap
+import time
 
 from trnlens.agent.protocol import SCHEMA_VERSION
 from trnlens.jobs import AgentFailure, AgentProcess
@@ -69,6 +70,15 @@ LEAVES_AFTER_HELLO = textwrap.dedent(f"""
 """)
 
 
+def _exited(pid: int) -> bool:
+    """The process has exited: reaped already, or a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def test_a_request_to_an_agent_that_has_left_is_a_crash_worth_a_retry():
     """Whether the request meets the closed pipe or the end of the agent's output, the run gets
     an AgentFailure that asks for one more try on a fresh process, never a bare
@@ -77,7 +87,11 @@ def test_a_request_to_an_agent_that_has_left_is_a_crash_worth_a_retry():
     async def scenario() -> AgentFailure:
         agent = AgentProcess(StandInTarget(LEAVES_AFTER_HELLO))
         await agent.start()
-        await asyncio.sleep(0.5)  # gone, though nobody has reaped it yet
+        assert agent.proc is not None
+        deadline = time.monotonic() + 30
+        while not _exited(agent.proc.pid):  # gone, whether or not it was reaped yet
+            assert time.monotonic() < deadline, "the stand-in agent did not leave"
+            await asyncio.sleep(0.01)
         try:
             await agent.request({"project_root": os.getcwd()})
         except AgentFailure as failure:

@@ -20,6 +20,8 @@ import pytest
 from trnlens import store as store_module
 from trnlens.store import NewerStore, Store, StoreError
 
+from tests import components
+
 from .test_store import fake_result
 
 
@@ -113,13 +115,13 @@ def test_a_store_written_by_a_newer_trnlens_is_a_clear_message(tmp_path):
 def read_only_mount(tmp_path):
     """.trnlens on a read-only bind mount (root ignores file permissions, not mount flags)."""
     if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("needs root for a bind mount")
+        components.absent("needs root and mount(8) for a read-only bind mount")
     filled(tmp_path, count=3)
     store_dir = tmp_path / ".trnlens"
     done = subprocess.run(["mount", "--bind", "-o", "ro", str(store_dir), str(store_dir)],
                           capture_output=True, text=True)  # fmt: skip
     if done.returncode != 0:
-        pytest.skip(f"no bind mounts here: {done.stderr.strip()}")
+        components.absent(f"no bind mounts here: {done.stderr.strip()}")
     subprocess.run(["mount", "-o", "remount,bind,ro", str(store_dir)], check=True)
     yield tmp_path
     subprocess.run(["umount", str(store_dir)], check=True)

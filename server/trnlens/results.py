@@ -41,7 +41,7 @@ def required() -> tuple[str, ...]:
 # The agent's ids (the schema's pattern, 20260101T120000-0123abcd) are a narrower form; ids
 # derived from them (tests, tools) stay readable.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-_JSON_TYPES = {
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
     "object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
     "boolean": bool, "null": type(None),
 }  # fmt: skip

@@ -12,17 +12,15 @@ server can say why a target is unknown.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI, when it is installed
-    try:
-        import tomli as tomllib  # type: ignore[no-redef]
-    except ModuleNotFoundError:
-        tomllib = None  # type: ignore[assignment]
+else:  # Python 3.10: the same parser from PyPI, a dependency there (pyproject.toml)
+    import tomli as tomllib
 
 from trnlens.agent.protocol import BACKENDS, MODES, RUN_DEFAULTS
 
@@ -147,7 +145,7 @@ def client_layer(options: Any, origin: str) -> Layer:
 def pyproject_layer(root: str | Path) -> Layer:
     """``[tool.trnlens]`` of the project's pyproject.toml (empty when absent or unreadable)."""
     path = Path(root) / "pyproject.toml"
-    if tomllib is None or not path.is_file():
+    if not path.is_file():
         return Layer("pyproject.toml", {}, from_repository=True)
     try:
         with open(path, "rb") as handle:

@@ -334,7 +334,8 @@ class Store:
     def runs(
         self, path: str | None = None, qualname: str | None = None, limit: int = 100
     ) -> list[dict]:
-        query, args = "SELECT result_json FROM runs", []
+        query = "SELECT result_json FROM runs"
+        args: list[str | int] = []
         clauses = []
         if path is not None:
             clauses.append("path = ?")
@@ -357,7 +358,8 @@ class Store:
         if row is None:
             return []
         if row[0] is None:
-            return [self.get(run_id)]
+            run = self.get(run_id)
+            return [run] if run is not None else []
         rows = self._db.execute(
             "SELECT result_json FROM runs WHERE comparison_id = ? ORDER BY created_at, run_id",
             (row[0],),

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ class WorkspaceWatcher:
         self._first = 0.0
         self._last = 0.0
         self._stopped = threading.Event()
-        self._observer = None
+        self._observer: BaseObserver | None = None
         self._flusher: threading.Thread | None = None
         self.stats = {"events": 0, "batches": 0, "overflows": 0, "restarts": 0}
 

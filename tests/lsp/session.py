@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import shutil
 import sys
@@ -29,6 +30,12 @@ SERVER = [sys.executable, str(HERE / "guard.py"), "serve"]
 # Small enough for a 2-core machine: each run is then a few seconds plus the agent's torch import.
 FAST = {"warmup": 1, "steps": 2, "repeats": 3}
 RUN_TIMEOUT_S = 180
+# How long a barrier may take before the test calls it a hang (generous for a loaded machine:
+# the barriers wait for an event, so the bound is never part of what a test asserts).
+BARRIER_TIMEOUT_S = 60
+# A text with one finding (TRN001 on the naive RMSNorm) for the barriers' documents.
+BARRIER_TEXT = (FIXTURES / "model.py").read_text("utf-8")
+_barriers = itertools.count()
 
 
 def workspace(tmp_path: Path, pyproject: str = "") -> Path:
@@ -69,6 +76,7 @@ class Editor:
         self.refreshes = {"codeLens": 0, "inlayHint": 0}
         self.pick: str | None = None  # what the user picks when the server asks
         self.questions: list[types.ShowMessageRequestParams] = []
+        self._analysis_barrier: str | None = None
 
     def uri(self, name: str = "model.py") -> str:
         return (self.root / name).as_uri()
@@ -165,6 +173,50 @@ class Editor:
     def diagnostics(self, uri: str, code: str | None = None) -> list[types.Diagnostic]:
         found = self.client.diagnostics.get(uri, [])
         return [d for d in found if code is None or d.code == code]
+
+    async def analysis_settled(self) -> None:
+        """Returns once every analysis the server had scheduled (the debounce after an edit) has
+        run and published, with no fixed wait: a barrier document of our own is edited (a line
+        inserted above its finding) and its finding is awaited on the new line. The server only
+        publishes the moved finding from its debounced analysis, scheduled after every earlier
+        edit's (the same delay, later), and the client reads the server's messages in order."""
+        uri = self._analysis_barrier
+        if uri is None:
+            uri = self._analysis_barrier = self.uri(f"zz_analysis_barrier_{next(_barriers)}.py")
+            self.versions[uri] = 1
+            self.client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    types.TextDocumentItem(uri, "python", 1, BARRIER_TEXT)
+                )
+            )
+            await self.wait_for(lambda: self.diagnostics(uri), timeout=BARRIER_TIMEOUT_S,
+                                what="the analysis barrier's finding")  # fmt: skip
+        line = self.diagnostics(uri)[0].range.start.line
+        # A round trip first: the server has handled every earlier edit before this one.
+        await self.client.text_document_code_lens_async(
+            types.CodeLensParams(types.TextDocumentIdentifier(uri))
+        )
+        self.edit(uri, 0, 0, "\n")
+        await self.wait_for(
+            lambda: any(d.range.start.line == line + 1 for d in self.diagnostics(uri)),
+            timeout=BARRIER_TIMEOUT_S,
+            what="the analysis barrier's finding on its new line",
+        )
+
+    async def watcher_settled(self) -> None:
+        """Returns once the server's watcher has handled every file event made before the call,
+        with no fixed wait: a closed file with a finding is written, then deleted once its
+        diagnostics are in, and the deletion's cleared diagnostics are awaited. The watcher
+        reports events in order, one batch after another, and applies each batch on the server's
+        loop (its files' diagnostics, then deletions and new runs) before the next."""
+        path = self.root / f"zz_watch_barrier_{next(_barriers)}.py"
+        uri = path.as_uri()
+        path.write_text(BARRIER_TEXT, "utf-8")
+        await self.wait_for(lambda: self.diagnostics(uri), timeout=BARRIER_TIMEOUT_S,
+                            what="the watch barrier's diagnostics")  # fmt: skip
+        path.unlink()
+        await self.wait_for(lambda: not self.diagnostics(uri), timeout=BARRIER_TIMEOUT_S,
+                            what="the watch barrier's diagnostics cleared")  # fmt: skip
 
 
 @contextlib.asynccontextmanager

@@ -172,11 +172,14 @@ class _PublishingServer(_Server):
         super().__init__()
         self.config = _Config()
         self.published: list[list] = []
+        self.publishing = asyncio.Event()
         self.service: AnalysisService | None = None
 
     def publish(self, uri: str, force: bool = False) -> None:
+        assert self.service is not None
         doc = self.documents[uri]
         self.published.append(self.service.provider(doc, Settings()))
+        self.publishing.set()
 
 
 async def test_edits_are_analysed_once_typing_pauses():
@@ -190,6 +193,8 @@ async def test_edits_are_analysed_once_typing_pauses():
         doc.text = MODEL.replace("return x * torch.rsqrt", "return x / torch.rsqrt") + "#" * step
         assert [d.code for d in service.provider(doc, Settings())] == ["TRN001"]
         assert service._cache[doc.uri] is before and len(service._pending) == 1
-    await asyncio.sleep(DEBOUNCE_S * 3)
-    assert server.published == [[]]  # once, after the pause, on the last text
+    await asyncio.wait_for(server.publishing.wait(), timeout=DEBOUNCE_S + 30)
+    # Once, after the pause, on the last text; and no other analysis is still scheduled to
+    # publish again (nothing pending), so none will follow.
+    assert server.published == [[]]
     assert service._cache[doc.uri].text == doc.text and not service._pending

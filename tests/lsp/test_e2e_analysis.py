@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from lsprotocol import types
@@ -216,7 +215,7 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
 
         # The profile lens keeps showing the function as written: the watcher picks the stored
         # comparison up, but its fixed and compiled variants are not the function's profile.
-        await asyncio.sleep(1.5)  # past the watcher's debounce
+        await ed.watcher_settled()  # the comparison's store writes are handled by now
         profile = (await ed.lenses(uri))["rmsnorm_naive"].command.title
         assert "· 6 dispatches ·" in profile, profile
 

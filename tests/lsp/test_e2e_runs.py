@@ -61,7 +61,7 @@ async def test_unsaved_buffer_is_what_gets_profiled(tmp_path):
     assert (root / "model.py").read_text("utf-8") == on_disk  # nothing was written to the file
 
 
-async def test_one_run_at_a_time_the_queue_and_cancel_within_a_second(tmp_path):
+async def test_one_run_at_a_time_the_queue_and_cancel(tmp_path):
     root = workspace(tmp_path)
     async with editor(root) as ed:
         uri = ed.open()

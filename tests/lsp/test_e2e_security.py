@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -16,7 +17,7 @@ from trnlens.agent import sources
 from trnlens.store import Store
 
 from ..test_store import fake_result
-from .session import editor, workspace
+from .session import RUN_TIMEOUT_S, editor, workspace
 
 MARKER_CODE = """\
 import pathlib
@@ -64,7 +65,8 @@ async def test_open_edit_analyse_watch_run_no_workspace_code(tmp_path):
         )
         (root / "helpers.py").write_text(MARKER_CODE.format(name="helpers-changed"))  # watching
         (root / "model.py").write_text(MODEL + "\n# saved\n")
-        await asyncio.sleep(2)  # the watcher's debounce: any re-analysis has happened by now
+        await ed.watcher_settled()  # the watcher has re-analysed what it was going to
+        await ed.analysis_settled()  # and the edit's debounced analysis has run
         await ed.lenses(uri)
     assert sorted(p.name for p in root.rglob("*EXECUTED*")) == []
 
@@ -152,11 +154,13 @@ async def test_server_and_its_agent_listen_on_nothing(tmp_path):
         answer = await ed.click((await ed.lenses(uri))["rmsnorm_naive"])
         seen: list[str] = []
         pids: set[int] = set()
+        deadline = time.monotonic() + RUN_TIMEOUT_S
         while not ed.progress(answer["token"]) or not isinstance(
             ed.progress(answer["token"])[-1], types.WorkDoneProgressEnd
         ):
+            assert time.monotonic() < deadline, "the run did not end"
             pids = tree(ed.client._server.pid)
             seen += listening_sockets(pids)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # the sampling interval while the run goes
         assert len(pids) >= 2  # the agent was seen beside the server
     assert seen == []

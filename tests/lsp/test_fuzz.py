@@ -32,7 +32,6 @@ pytestmark = pytest.mark.slow
 
 MAX_EXAMPLES = 40
 ANSWER_TIMEOUT_S = 30.0  # generous for a loaded 2-core machine: a hang, not slowness, fails
-SETTLE_S = 0.5  # past the analysis debounce (0.15 s)
 
 SNIPPETS = [
     "import torch\n", "def f(x, w, eps=1e-6):\n", "    return x * torch.rsqrt(x.pow(2).mean(-1, "
@@ -150,11 +149,11 @@ class Fuzzer:
         )
 
     async def settled_diagnostics(self, uri: str) -> list[tuple]:
-        """The document's diagnostics once the analysis has caught up with the last change."""
-        await asyncio.sleep(SETTLE_S)
+        """The document's diagnostics once the analysis has caught up with the last change (the
+        session's barrier: every debounced analysis scheduled so far has run and published)."""
         await self.ask(self.ed.client.text_document_code_lens_async(
             types.CodeLensParams(types.TextDocumentIdentifier(uri))))  # fmt: skip
-        await asyncio.sleep(SETTLE_S)
+        await asyncio.wait_for(self.ed.analysis_settled(), ANSWER_TIMEOUT_S * 2)
         return sorted(
             (d.range.start.line, d.range.start.character, d.range.end.line,
              d.range.end.character, str(d.code), d.message)

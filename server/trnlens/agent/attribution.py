@@ -26,6 +26,7 @@ import platform
 import sys
 import sysconfig
 import threading
+from collections.abc import Mapping
 
 from .events import LINE_LABEL, MODULE_LABEL
 
@@ -187,7 +188,7 @@ class ModuleInfo:
 def _forward_source(cls):
     forward = getattr(cls, "forward", None)
     code = getattr(forward, "__code__", None)
-    if code is None:
+    if forward is None or code is None:
         return None
     try:
         path = inspect.getsourcefile(forward) or code.co_filename
@@ -324,7 +325,9 @@ class CompiledCallSites:
             ctx.__dict__["enter_exit_hooks"] = value
 
         skip_frames(self.torch, (CompiledCallSites._enter, get))
-        cls.enter_exit_hooks = property(get, put)
+        # dynamo declares a per-instance list there; a class-level property standing in for it is
+        # the point (it reaches instances made before this), so the declared type cannot hold.
+        cls.enter_exit_hooks = property(get, put)  # type: ignore[assignment]
         self._cls = cls
         return self
 
@@ -426,7 +429,7 @@ def input_roots(made, target, torch) -> list[tuple[str, object]]:
 
 # -- the library that owns a file
 
-_DISTRIBUTIONS: dict[str, list[str]] | None = None
+_DISTRIBUTIONS: Mapping[str, list[str]] | None = None
 _LIBRARY: dict[str, dict | None] = {}
 
 
@@ -464,7 +467,7 @@ def library_of(filename: str) -> dict:
     return found
 
 
-def _distributions() -> dict[str, list[str]]:
+def _distributions() -> Mapping[str, list[str]]:
     global _DISTRIBUTIONS
     if _DISTRIBUTIONS is None:
         try:

@@ -11,6 +11,7 @@ model must not write megabytes), with every ancestor of a kept module kept, so t
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import overload
 
 from . import events as ev
 from .attribution import library_of
@@ -78,7 +79,11 @@ class Breakdown:
         return (self.kinds.display(project[0]), project[1]) if project else None
 
     # -- rows
-    def _frame(self, raw) -> dict | None:
+    @overload
+    def _frame(self, raw: None) -> None: ...
+    @overload
+    def _frame(self, raw: tuple) -> dict: ...
+    def _frame(self, raw: tuple | None) -> dict | None:
         if raw is None:
             return None
         # A variant's source text (a fix run as text) is the user's code, not a library's.

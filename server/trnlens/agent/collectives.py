@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from types import FrameType
 
 LABEL = "trnlens.collective:"
 # What a compiled graph calls instead (functional collectives): a launch, then a wait_tensor.
@@ -87,7 +88,7 @@ def _wrap(torch, name, fn, is_project_file, relpath):
 
 
 def _caller(is_project_file, relpath) -> tuple[str | None, int | None]:
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         filename = frame.f_code.co_filename
         if is_project_file(filename):

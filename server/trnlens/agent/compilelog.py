@@ -118,7 +118,7 @@ class CompileLog:
         return self
 
     def stop(self) -> None:
-        if not self._started:
+        if not self._started or self._handler is None:
             return
         for logger, level, propagate in self._loggers:
             logger.removeHandler(self._handler)
@@ -162,6 +162,8 @@ class CompileLog:
         (a compiled callee compiles during an eager run too): copying the records each step would
         cost the headline figures; nothing new means nothing to scan."""
         records = getattr(self._utils, "_compilation_metrics", None)
+        if records is None:
+            return None
         try:
             return (len(records), id(records[-1]) if records else None)
         except TypeError:
@@ -265,13 +267,13 @@ class CompileLog:
                 out.update({k: earlier[k] for k in ("graphs", "graphs_per_call", "breaks",
                                                    "compile_time_us")})  # fmt: skip
                 out["reused_from"] = "an earlier run in this agent process"
-                out["warnings"].append(
+                self.warnings.append(
                     "nothing was compiled during this run: this warm agent compiled the function "
                     "in an earlier run (its module did not change) and ran that code; graphs, "
                     "breaks and compile time are that compile's"
                 )
         if not out["compiled_in_run"] and out["reused_from"] is None:
-            out["warnings"].append(
+            self.warnings.append(
                 "nothing was compiled during this run (the compiled code was already cached in "
                 "this process): graphs, breaks and compile time are unknown"
             )
@@ -307,9 +309,9 @@ class CompileLog:
                 "phase": phase,
             })  # fmt: skip
         if not self.metrics and texts:  # no metrics API: graphs from their code alone
-            for phase, cid, text in texts:
+            for phase, text_cid, text in texts:
                 names = op_names(text)
-                graphs.append({"compile_id": cid, "function": None, "path": None, "line": None,
+                graphs.append({"compile_id": text_cid, "function": None, "path": None, "line": None,
                                "ops": len(names), "op_names": names, "phase": phase})  # fmt: skip
         return graphs
 
@@ -408,9 +410,8 @@ def _compile_time(metrics: list) -> dict | None:
         return None
 
     def total(name: str) -> float | None:
-        values = [getattr(m, name, None) for m in metrics]
-        values = [v for v in values if v is not None]
-        return float(sum(values)) if values else None
+        found = [v for v in (getattr(m, name, None) for m in metrics) if v is not None]
+        return float(sum(found)) if found else None
 
     entire = total("dynamo_cumulative_compile_time_us")
     backend = total("aot_autograd_cumulative_compile_time_us")

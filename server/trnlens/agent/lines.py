@@ -13,6 +13,7 @@ it: a compiled region is one dispatch on the line that called it.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 from .events import LINE_LABEL
 
@@ -28,7 +29,7 @@ def make_line_mode(torch, is_project_file, relpath):
             self._relpaths: dict[str, str | None] = {}
 
         def _site(self):
-            frame = sys._getframe(2)
+            frame: FrameType | None = sys._getframe(2)
             while frame is not None:
                 filename = frame.f_code.co_filename
                 rel = self._relpaths.get(filename, "")

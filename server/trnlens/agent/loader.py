@@ -199,11 +199,13 @@ def import_file(project: Project, path: str) -> types.ModuleType:
 
 
 def _load_as(name: str, path: str, project: Project) -> types.ModuleType:
-    text = project.read(path)
-    spec = importlib.util.spec_from_loader(name, _BufferLoader(path, text), origin=path)
+    loader = _BufferLoader(path, project.read(path))
+    spec = importlib.util.spec_from_loader(name, loader, origin=path)
+    if spec is None:  # it only is without a loader, and this one has its own
+        raise ImportError(f"no module spec for {path}", name=name, path=path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    loader.exec_module(module)
     return module
 
 

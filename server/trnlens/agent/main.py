@@ -158,20 +158,17 @@ class Agent:
             self.exit_after = True
             return
         except (Cancelled, KeyboardInterrupt) as exc:
-            reply = {
-                "type": "error",
-                "id": request_id,
-                "error": errors.AgentError("cancelled", "cancelled").to_json(),
-            }
+            error = errors.AgentError("cancelled", "cancelled").to_json()
+            reply = {"type": "error", "id": request_id, "error": error}
             if isinstance(exc, KeyboardInterrupt):
                 # Where the cancel stopped the code: a timeout names the line it was stuck at.
                 where = stopped_at(exc, request.get("project_root") or os.getcwd())
                 if where:
-                    reply["error"]["path"], reply["error"]["line"] = where
+                    error["path"], error["line"] = where
             if isinstance(exc, KeyboardInterrupt) and not interrupted_safely(exc, request):
                 # The interrupt landed inside an import or a library (torch half-imported, a
                 # profiler half-exited): this process cannot be trusted with the next run.
-                reply["error"]["exiting"] = True
+                error["exiting"] = True
                 self.exit_after = True
         except errors.AgentError as exc:
             reply = {"type": "error", "id": request_id, "error": exc.to_json()}

@@ -289,7 +289,8 @@ class Checker:
         per_step = self.per_step
         if not per_step or not any(per_step):
             return None
-        shares, idles, durations, first_gaps, sizes, overheads = [], [], [], [], [], []
+        shares, idles, durations, sizes, overheads = [], [], [], [], []
+        first_gaps: list[tuple] = []  # the first step's (gap, dispatch before, dispatch after)
         for step, roots in zip(self.steps, per_step, strict=False):
             duration = step.time_range.end - step.time_range.start
             if roots:  # each step's mean; their median shrugs off a step the OS preempted

@@ -92,7 +92,7 @@ def _matched_calls(ranks: list[dict], steps: int) -> dict:
             if call["step"] >= steps:
                 continue
             key = (call["step"], call["name"], call.get("path"), call.get("line"))
-            matched[(*key, seen[key])][r["rank"]] = call
+            matched[key + (seen[key],)][r["rank"]] = call
             seen[key] += 1
     return {k: v for k, v in matched.items() if len(v) == len(ranks)}
 
@@ -178,7 +178,7 @@ def _slowest(rows: list[dict]) -> tuple[int | None, dict | None]:
     if len(rows) < 2:
         return None, None
     busy = {row["rank"]: row["busy_time_per_step_us"] for row in rows}
-    slowest = max(busy, key=busy.get)
+    slowest = max(busy, key=lambda rank: busy[rank])
     others = [v for k, v in busy.items() if k != slowest]
     reference = statistics.median(others)
     low, high = min(busy.values()), max(busy.values())
@@ -227,7 +227,7 @@ def stragglers(ranks: list[dict], calls: dict, steps: int) -> dict:
         first = min(starts.values())
         for rank, start in starts.items():
             late[rank].append(start - first)
-        flagged[max(starts, key=starts.get)] += 1
+        flagged[max(starts, key=lambda rank: starts[rank])] += 1
     per_rank = [
         {"rank": r["rank"], "late_start_us": statistics.median(late[r["rank"]]),
          "straggler_steps": flagged[r["rank"]]}

@@ -197,7 +197,7 @@ def _imports_of(project: Project, name: str, path: str) -> set[str]:
             if module:
                 found.add(module)
                 found.update(f"{module}.{alias.name}" for alias in node.names)
-    closed = set()
+    closed: set[str] = set()
     for item in found:
         parts = item.split(".")
         closed.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))

@@ -46,7 +46,9 @@ def _quantile(values: Sequence[float], q: float) -> float:
 
 def contains_one(span: Sequence[float] | None) -> bool:
     """Whether a speed-up range includes 1.0: then no difference was measured."""
-    return bool(span) and span[0] <= 1.0 <= span[1]
+    if not span:
+        return False
+    return span[0] <= 1.0 <= span[1]
 
 
 def interleave(

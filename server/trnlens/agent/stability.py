@@ -118,11 +118,11 @@ def assess(
             ("profiled steps'", profiled, profiled_spread),
             ("timing pass's", timing, timing_spread),
         )
-        if value is not None and value > WIDE_SPREAD
+        if figures is not None and value is not None and value > WIDE_SPREAD
     ]
     warnings = []
     causes = _causes(profiled, timing, busy, threads)
-    if inflated:
+    if inflated and profiled and timing:  # inflated: both were measured
         warnings.append(
             f"the profiled steps took {overhead:.1f}x the unprofiled ones (median "
             f"{_ms(profiled['median_us'])} vs {_ms(timing['median_us'])}): the profiler's "

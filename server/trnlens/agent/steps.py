@@ -60,9 +60,9 @@ def _search(function, module, instance, project, torch, seen, depth) -> Found | 
         if callee is not None:
             callees.append(callee)
     for callee in callees:
-        found = _search(callee, module, instance, project, torch, seen, depth + 1)
-        if found:
-            return found
+        deeper = _search(callee, module, instance, project, torch, seen, depth + 1)
+        if deeper:
+            return deeper
     return None
 
 

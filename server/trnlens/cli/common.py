@@ -172,7 +172,7 @@ def execute(
         backend = own
     # The editor needs a limit (nobody may be watching); the terminal runs until done or Ctrl-C
     # unless a flag or the project says otherwise.
-    timeout = chosen.timeout_seconds
+    timeout: float | None = chosen.timeout_seconds
     if chosen.origins.get("timeoutSeconds") == "defaults":
         timeout = None
     try:

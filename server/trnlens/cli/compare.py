@@ -40,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     except common.UsageError as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
         return exitcodes.USAGE
-    variants = [{"path": str(path), "qualname": qualname} for path, qualname in specs]
+    variants: list[dict[str, str | bool]] = [
+        {"path": str(path), "qualname": qualname} for path, qualname in specs
+    ]
     if fix is not None:
         try:
             fixed = _fix_variants(*fix)

@@ -52,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"trnlens: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     root = common.root_for([path])
-    variant = {"path": str(path), "qualname": qualname}
+    variant: dict[str, str | bool] = {"path": str(path), "qualname": qualname}
     if args.compiled:
         variant["compile"] = True
     # The agent keeps the top 50 modules and lines (the rest summed); more shown: more kept.
-    options = {"attribution_limit": "all"} if shown is None else {}
+    options: dict[str, str | int] = {"attribution_limit": "all"} if shown is None else {}
     if shown is not None and shown > ATTRIBUTION_KEPT:
         options = {"attribution_limit": shown}
     outcome, code, store = common.execute(args, [variant], root, options=options)

@@ -22,7 +22,7 @@ def fmt_time(us: float | None) -> str:
     return units.duration(us)
 
 
-def fmt_bytes(n: int | None) -> str:
+def fmt_bytes(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KB", "MB", "GB"):

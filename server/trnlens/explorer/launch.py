@@ -77,20 +77,21 @@ class Host:
 
     @property
     def where(self) -> str:
-        return self.target.host if self.remote else "this machine"
+        return self.target.host if isinstance(self.target, SshTarget) else "this machine"
 
     async def run(
         self, argv: list[str], stdin: bytes | None = None, timeout: float = 120
     ) -> tuple[int, str, str]:
         assignments = [f"{k}={v}" for k, v in (self.target.env or {}).items()]
         argv = ["env", *assignments, *argv]
-        if self.remote:
+        target = self.target
+        if isinstance(target, SshTarget):
             try:
-                code, out, err = await self.target.run(argv, stdin=stdin, timeout=timeout)
+                code, out, err = await target.run(argv, stdin=stdin, timeout=timeout)
             except asyncio.TimeoutError:
                 raise ExplorerError(f"{self.where}: {argv[-1]!r} timed out") from None
             if code == 255:
-                raise ExplorerError(self.target.explain(code, err.decode("utf-8", "replace")))
+                raise ExplorerError(target.explain(code, err.decode("utf-8", "replace")))
         else:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -99,7 +100,7 @@ class Host:
                 stderr=asyncio.subprocess.PIPE,
             )
             out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-            code = proc.returncode
+            code = await proc.wait()  # already exited: wait() only hands back its code
         return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     async def sh(self, script: str, *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
@@ -179,8 +180,8 @@ async def ingest(
         rel = directory.relative_to(run_dir).as_posix()
         jobs.append((label, ["-d", f"{base}/{rel}"]))
     if not systems:  # a device-only profile: each NEFF with its first non-empty NTFF
-        pairs = [(p, next((n for n in p.ntffs if not n.empty), None)) for p in profile.pairs]
-        pairs = [(p, n) for p, n in pairs if n is not None]
+        firsts = [(p, next((n for n in p.ntffs if not n.empty), None)) for p in profile.pairs]
+        pairs = [(p, n) for p, n in firsts if n is not None]
         for i, (pair, ntff) in enumerate(pairs):
             label = name if len(pairs) == 1 else f"{name} #{i + 1}"
             neff = pair.neff.path.relative_to(run_dir).as_posix()

@@ -58,7 +58,8 @@ class Unreadable(Exception):
 def read(path: Path) -> dict:
     """The summary in ``path`` (summary-json or parquet) as a ``device_summary`` dict."""
     if path.suffix == ".parquet":
-        rows, version, warnings = _parquet_rows(path), None, []
+        rows, version = _parquet_rows(path), None
+        warnings: list[str] = []
         source = "parquet"
     else:
         rows, version, warnings = _json_rows(path)

@@ -181,7 +181,7 @@ class Tunnel:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode("utf-8", "replace")
+                err = self.process.communicate()[1].decode("utf-8", "replace")
                 self.process = None
                 raise ExplorerError(self._why(err))
             if all(await asyncio.gather(*(asyncio.to_thread(answers, u, 2) for u in self._urls()))):

@@ -191,8 +191,8 @@ def _recomputed(base: dict, timing: dict) -> dict:
 
 def _timeline_section(model: ReportModel, timelines, timeline_svg: str) -> str:
     if not timelines:
-        notes = "".join(f"<li>{E(n)}</li>" for v in model.runs for n in v.notes)
-        return f'<section class="timeline-section"><h2>Timeline</h2><ul>{notes}</ul></section>'
+        items = "".join(f"<li>{E(n)}</li>" for v in model.runs for n in v.notes)
+        return f'<section class="timeline-section"><h2>Timeline</h2><ul>{items}</ul></section>'
     figures = []
     for t in timelines:
         share = t.gap_total_us / t.duration_us if t.duration_us else 0.0
@@ -386,12 +386,12 @@ def _neuron_items(view: RunView) -> list[str]:
     from trnlens.explorer.artifacts import size
     from trnlens.report.views import relative
 
-    profile = view.neuron
-    if profile is None or view.report_dir is None:
+    profile, report_dir = view.neuron, view.report_dir
+    if profile is None or report_dir is None:
         return []
 
     def link(file) -> str:
-        href = escape.relative_href(relative(file.path, view.report_dir))
+        href = escape.relative_href(relative(file.path, report_dir))
         name = E(file.path.name)
         shown = f'<a class="file" href="{href}">{name}</a>' if href else name
         return f"{shown} ({E(size(file.size))}{', empty' if file.empty else ''})"

@@ -87,7 +87,7 @@ def _waits(timelines: list[dict]) -> dict:
         seen: dict = defaultdict(int)
         for i, c in enumerate(t["collectives"]):
             key = (c["step"], c["name"], c.get("path"), c.get("line"))
-            matched[(*key, seen[key])][t["rank"]] = (i, c["dur_us"])
+            matched[key + (seen[key],)][t["rank"]] = (i, c["dur_us"])
             seen[key] += 1
     waits = {}
     for by_rank in matched.values():

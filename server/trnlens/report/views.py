@@ -148,7 +148,9 @@ class _Sources:
         variant = result.get("variant") or {}
         if variant.get("kind") == "source":
             return [], "this variant ran as source text (the analysis' fix): not in a file"
-        text = self.text(path) if isinstance(path, str) else None
+        if not isinstance(path, str) or not isinstance(qualname, str):
+            return [], "the result names no function in a file"
+        text = self.text(path)
         if text is None:
             return [], f"{path} cannot be read here"
         try:

@@ -215,7 +215,7 @@ class SshTarget:
             proc.kill()
             await proc.wait()
             raise
-        return proc.returncode, out, err
+        return await proc.wait(), out, err  # already exited: wait() only hands back its code
 
     async def checked(self, remote_argv: list[str], what: str, **kwargs) -> bytes:
         try:
@@ -279,7 +279,7 @@ class SshTarget:
         self._pidfile = f"{self._workdir_abs}/agents/{uuid.uuid4().hex}.pid"
 
     def command(self) -> list[str]:
-        if self._workdir_abs is None:
+        if self._workdir_abs is None or self._pidfile is None:
             raise TargetError("prepare() the target before starting its agent")
         assignments = self._assignments()
         agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
@@ -324,7 +324,7 @@ class SshTarget:
         if self.remote_root:
             src = self.remote_root
             await self.checked(["mkdir", "-p", "--", f"{run_dir}/artifacts"], "creating the run")
-            warnings = await self._compare_remote_root(local_root, files, buffers)
+            warnings = await self._compare_remote_root(src, local_root, files, buffers)
         else:
             # One source tree per local project (not per run): unchanged modules stay loaded in
             # the warm agent between runs. Runs on one target are serialised by the caller.
@@ -355,11 +355,11 @@ class SshTarget:
             extras={"local_root": str(local_root), "remote_src": src, "warnings": warnings},
         )
 
-    async def _compare_remote_root(self, local_root, files, buffers) -> list[str]:
+    async def _compare_remote_root(self, remote_root: str, local_root, files, buffers) -> list[str]:
         relative = [str(f.relative_to(local_root)) for f in files]
         out = await self.checked(
             ["sh", "-c", 'cd -- "$1" && shift && sha256sum -- "$@" 2>/dev/null; true', "sh",
-             self.remote_root, *relative],
+             remote_root, *relative],
             "hashing remote_root",
         )  # fmt: skip
         remote = {}
@@ -375,11 +375,13 @@ class SshTarget:
             return []
         listed = ", ".join(differing[:8]) + (" ..." if len(differing) > 8 else "")
         return [
-            f"remote_root {self.remote_root} on {self.host} differs from your files: {listed} "
+            f"remote_root {remote_root} on {self.host} differs from your files: {listed} "
             "(the remote copy ran)"
         ]
 
     async def collect(self, staged: Staged, outcome: dict, store) -> None:
+        if staged.run_dir is None:
+            raise TargetError("this run's artifacts were already fetched or discarded")
         # Fetch and remove in one round trip; discard() is then a no-op.
         data = await self.checked(
             ["sh", "-c", FETCH, "sh", staged.run_dir, ARCHIVE_MARK.decode()], "fetching artifacts"
@@ -473,8 +475,10 @@ def _extract(data: bytes, destination: Path) -> None:
                     ):
                         raise TargetError(f"refusing artifact entry {member.name!r}")
                     members.append(member)
-                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                archive.extractall(unpacked, members=members, **kwargs)
+                if hasattr(tarfile, "data_filter"):
+                    archive.extractall(unpacked, members=members, filter="data")
+                else:  # Python < 3.10.12 has no extraction filters: the checks above stand alone
+                    archive.extractall(unpacked, members=members)
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             raise TargetError(
                 f"the artifacts arrived incomplete ({exc}): the connection dropped while they "

@@ -34,6 +34,7 @@ def select(name: str, torch, options: dict, artifacts_dir: str) -> Backend:
 def _auto(torch, options: dict, artifacts_dir: str) -> Backend:
     """Neuron when TorchNeuron imports and sees a device, then CUDA, then the CPU."""
     notes = []
+    backend: Backend
     from . import neuron
 
     if neuron.present():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from typing import Any
 
 from .. import errors
 from .base import Backend
@@ -82,14 +83,17 @@ class NeuronBackend(Backend):
         self.NeuronConfig = profiling.NeuronConfig
         self.ProfileMode = profiling.ProfileMode
         self.NeuronProfiler = profiling.NeuronProfiler
-        self.neuron = getattr(torch, "neuron", None)
-        if self.neuron is None:
+        neuron = getattr(torch, "neuron", None)
+        if neuron is None:
             raise errors.environment(
                 "torch.neuron is missing after importing torch_neuronx: this is not TorchNeuron "
                 f"(the native backend). {INSTALL}"
             )
-        self._exporter = None
-        self._config = None
+        self.neuron = neuron
+        # torch_neuronx has no type information: its NeuronProfiler and NeuronConfig, made by
+        # profiler_kwargs() before the profiler runs, are untyped objects.
+        self._exporter: Any = None
+        self._config: Any = None
 
     @property
     def device(self):
