@@ -253,16 +253,17 @@ def _build(cls: type, obj: dict[str, Any]) -> Any:
     """``cls`` from ``obj``: every field without a default present, each of its declared JSON
     type (a bool is not an int); unknown keys are left out (a newer peer may add optional
     ones). Progress phases must be PHASES."""
+    what = obj.get("type")
     values: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in obj:
             if f.default is MISSING:
-                raise ProtocolError(f"{cls.type}: missing field {f.name!r}")
+                raise ProtocolError(f"{what}: missing field {f.name!r}")
             continue
         value = obj[f.name]
         allowed = _JSON_CHECKS.get(str(f.type), (object,))
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            raise ProtocolError(f"{cls.type}: {f.name} is {value!r}, expected {f.type}")
+            raise ProtocolError(f"{what}: {f.name} is {value!r}, expected {f.type}")
         values[f.name] = value
     if cls is Progress and values["phase"] not in PHASES:
         raise ProtocolError(f"progress: unknown phase {values['phase']!r}")

@@ -71,7 +71,8 @@ def run(request: dict, progress, cancelled) -> dict:
         failure = _failure(outcomes, nproc, work, log_path, root, code)
         shutil.rmtree(work, ignore_errors=True)  # a failed run keeps nothing
         failed_rank = getattr(failure, "extra", {}).get("rank")
-        partial = (outcomes.get(failed_rank) or {}).get("result")
+        failed = outcomes.get(failed_rank) if isinstance(failed_rank, int) else None
+        partial = (failed or {}).get("result")
         if failure.kind != "user_code" or partial is None:
             raise failure
         # The user's code failed on a rank: like a single-process run, the run is a result
