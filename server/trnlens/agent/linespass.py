@@ -15,14 +15,31 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import attribution, breakdown, patterns
 from . import events as ev
 from .lines import make_line_mode
 
-if TYPE_CHECKING:
-    from .measure import Measurer
+
+class StepRunner(Protocol):
+    """What the pass needs of measure.Measurer: its steps run through it (counted, cancellable,
+    under the pass contexts). A protocol, so that this module does not import measure.py."""
+
+    torch: Any
+    backend: Any
+    settings: Any  # measure.Settings
+    compile_log: Any  # compilelog.CompileLog | None: paused during this pass (its recompiles)
+    extra_labels: dict[str, tuple[str, int]]
+    named_modules: list[tuple[str, Any]]
+
+    def context(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def one_step(
+        self, step: Callable[[], Any], keep: Callable[[Any], None] | None = None
+    ) -> float: ...
+
+    def check(self) -> None: ...
 
 
 @dataclass
@@ -45,7 +62,7 @@ class LinesPass:
 
 
 def run(
-    measurer: Measurer, step: Callable[[], Any], project: Any, headline_events: list
+    measurer: StepRunner, step: Callable[[], Any], project: Any, headline_events: list
 ) -> LinesPass:
     """Per-line figures: sites from a pass under the attribution mode, times from the headline.
 

@@ -49,7 +49,9 @@ AGENT_VERSION = "0.1.0"
 
 # What a run does where the request leaves a field out: defined here once, read by the agent, the
 # server's settings, the CLI's flags and ProfileRequest.
-RUN_DEFAULTS = {"backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "auto"}
+RUN_DEFAULTS: dict[str, Any] = {
+    "backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "auto",
+}  # fmt: skip
 BACKENDS = ("auto", "cpu", "cuda", "neuron")
 # auto: as-written when the function is a training step (steps.py), else inference.
 MODES = ("auto", "inference", "training", "as-written")

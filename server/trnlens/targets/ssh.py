@@ -32,7 +32,9 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from trnlens.outcome import Outcome, runs
 from trnlens.targets import bundle
 from trnlens.targets.base import Staged, redact
 from trnlens.targets.bundle import short_temp_dir
@@ -215,6 +217,7 @@ class SshTarget:
             proc.kill()
             await proc.wait()
             raise
+        assert proc.returncode is not None  # communicate() returned: the process ended
         return proc.returncode, out, err
 
     async def checked(self, remote_argv: list[str], what: str, **kwargs) -> bytes:
@@ -279,7 +282,7 @@ class SshTarget:
         self._pidfile = f"{self._workdir_abs}/agents/{uuid.uuid4().hex}.pid"
 
     def command(self) -> list[str]:
-        if self._workdir_abs is None:
+        if self._workdir_abs is None or self._pidfile is None:
             raise TargetError("prepare() the target before starting its agent")
         assignments = self._assignments()
         agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
@@ -356,6 +359,7 @@ class SshTarget:
         )
 
     async def _compare_remote_root(self, local_root, files, buffers) -> list[str]:
+        assert self.remote_root is not None  # called only when the target has one
         relative = [str(f.relative_to(local_root)) for f in files]
         out = await self.checked(
             ["sh", "-c", 'cd -- "$1" && shift && sha256sum -- "$@" 2>/dev/null; true', "sh",
@@ -379,8 +383,10 @@ class SshTarget:
             "(the remote copy ran)"
         ]
 
-    async def collect(self, staged: Staged, outcome: dict, store) -> None:
+    async def collect(self, staged: Staged, outcome: Outcome, store) -> None:
         # Fetch and remove in one round trip; discard() is then a no-op.
+        if staged.run_dir is None:
+            raise TargetError("the run's directory on the host is gone: run the profile again")
         data = await self.checked(
             ["sh", "-c", FETCH, "sh", staged.run_dir, ARCHIVE_MARK.decode()], "fetching artifacts"
         )
@@ -392,8 +398,7 @@ class SshTarget:
             )
         _extract(data, Path(store.staging_dir()))
         local_root, remote_src = staged.extras["local_root"], staged.extras["remote_src"]
-        runs = outcome["variants"] if "variants" in outcome else [outcome]
-        for run in runs:
+        for run in (found.data for found in runs(outcome)):
             run["warnings"].extend(staged.extras["warnings"])
             error = run.get("error")
             if error and error.get("traceback"):
@@ -473,7 +478,9 @@ def _extract(data: bytes, destination: Path) -> None:
                     ):
                         raise TargetError(f"refusing artifact entry {member.name!r}")
                     members.append(member)
-                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                kwargs: dict[str, Any] = (
+                    {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                )
                 archive.extractall(unpacked, members=members, **kwargs)
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             raise TargetError(
