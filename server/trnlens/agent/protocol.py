@@ -56,7 +56,10 @@ BACKENDS = ("auto", "cpu", "cuda", "neuron")
 # auto: as-written when the function is a training step (steps.py), else inference.
 MODES = ("auto", "inference", "training", "as-written")
 
+# A run's phases in order. "starting" is the server's (starting an agent, a warm daemon), before
+# the agent's first progress; the agent reports the others.
 PHASES = (
+    "starting",
     "importing",
     "building-inputs",
     "compiling",
@@ -88,10 +91,13 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class Hello:
+    """The agent's first line. Only ``schema_version`` is required: an agent of another version
+    must still be told apart by it (the server refuses it with both numbers)."""
+
     schema_version: int
-    agent_version: str
-    pid: int
-    python: str
+    agent_version: str | None = None
+    pid: int | None = None
+    python: str | None = None
     executable: str | None = None
     neuron_visible_cores: str | None = None
     type: ClassVar[str] = "hello"
