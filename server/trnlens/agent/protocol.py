@@ -225,7 +225,7 @@ def parse_request(line: str | bytes) -> Request:
     if obj["type"] == "profile":
         if "id" in obj and not isinstance(obj["id"], (str, type(None))):
             raise ProtocolError(f"profile: id must be a string or null, got {obj['id']!r}")
-        fields = {k: v for k, v in obj.items() if k != "type"}
+        fields = {k: v for k, v in obj.items() if k not in ("type", "id")}
         return Profile(id=obj.get("id"), fields=fields)
     cls = _REQUESTS.get(obj["type"])
     if cls is None:
