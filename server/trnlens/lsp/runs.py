@@ -274,6 +274,7 @@ class Runs:
 
         progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
         store = self.server.store(root, create=True)
+        assert store is not None  # create=True: made when missing
         return await run_profile(request, store, runner, on_progress=on_progress, agent=agent)
 
     def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
@@ -369,7 +370,7 @@ def target_nproc(target: TargetSettings | None, strict: bool = True) -> int:
     value = (target.fields if target is not None else {}).get("nproc_per_node", 1)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-    if strict:
+    if strict and target is not None:  # None has no value to be bad: 1
         raise RequestRefused(
             f"trnlens.targets.{target.name}.nproc_per_node must be a positive integer, "
             f"not {value!r}"
