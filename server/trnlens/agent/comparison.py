@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import inputs, rounds
-from .measure import Cancelled, Measurement, Measurer, timing_figures
+from .measure import Cancelled, Measurement, Measurer
 from .protocol import SCHEMA_VERSION
+from .settling import timing_figures
 
 
 @dataclass

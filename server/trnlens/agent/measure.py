@@ -5,19 +5,20 @@ Three passes, each for one job (docs/design.md):
    by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode
    and nothing the figures do not need: input shapes are recorded by the lines pass when there
    is one (``record_shapes`` costs every op a shape copy inside the measured steps);
-2. lines: the same steps under the line-attribution mode (eager code only), input shapes too;
+2. lines: the same steps under the line-attribution mode (eager code only), input shapes too
+   (linespass.py);
 3. timing: no profiler at all, synchronised, median of N with min and max: the profiler's per-op
    cost penalises unfused code, so speed-ups between variants come from here.
 The headline's device, CPU and wall times are medians over the same profiled steps; lines and
 findings are then put on the basis of the headline the lens shows (basis.py). In a comparison the
-timing pass waits: the variants are timed together in interleaved rounds (rounds.py, runner.py).
+timing pass waits: the variants are timed together in interleaved rounds (comparison.py).
 Step times are medians over steps with min and max beside them, and ``stability`` judges them
 (spread, the profiled/unprofiled ratio, page faults) and says in the warnings when they mislead.
 The headline and timing passes start measuring only once the steps have settled: a step that
 faults in fresh memory (the allocator handing big tensors' pages back to the OS, and the next
 step zeroing new ones) takes several times a settled one, and starting or stopping the profiler
 unsettles the allocator for a step or three (measured on the naive RMSNorm at (4, 512, 2048):
-20 ms with 8,000 page faults, 4 ms with none).
+20 ms with 8,000 page faults, 4 ms with none; settling.py).
 Warm-up runs under exactly the contexts of the measured steps (grad mode, eval/train), or a
 recompilation would land inside the measured window.
 """
@@ -33,15 +34,8 @@ from typing import Any
 
 from . import basis, breakdown, collectives, linespass, overlap, patterns, stability
 from . import events as ev
+from .settling import CALM_STEPS, SettlingSchedule, page_faults, timing_figures
 
-try:
-    import resource
-except ImportError:  # not on Windows: page faults then go uncounted
-    resource = None  # type: ignore[assignment]
-
-
-# Steps in a row without a page fault after which a pass starts measuring (see _settled).
-CALM_STEPS = 2
 PROGRESS_EVERY_S = 1.0  # a pass's step-by-step progress, at most this often
 
 
@@ -154,12 +148,12 @@ class Measurer:
             raise Cancelled()
 
     def one_step(self, step: Callable[[], Any], keep: Callable[[Any], None] | None = None) -> float:
-        faults = _page_faults()
+        faults = page_faults()
         start = time.perf_counter()
         out = step()
         self.backend.synchronize()
         elapsed = (time.perf_counter() - start) * 1e6
-        self.last_faults = _page_faults() - faults
+        self.last_faults = page_faults() - faults
         self.calm_steps = self.calm_steps + 1 if self.last_faults == 0 else 0
         if keep is not None:  # after the step's own figures: the copy is not the code's cost
             keep(out)
@@ -478,52 +472,6 @@ class Measurer:
                 if spent:
                     break
         return timing_figures(samples, faults)
-
-
-def timing_figures(samples: list[float], faults: list[int]) -> dict:
-    """The timing pass's figures: median, min and max of its calls, with the median page faults."""
-    return {
-        "median_us": statistics.median(samples),
-        "min_us": min(samples),
-        "max_us": max(samples),
-        "repeats": len(samples),
-        "page_faults": statistics.median(faults) if faults else 0,
-    }
-
-
-class SettlingSchedule:
-    """A ``torch.profiler`` schedule that warms up until the measuring loop says the steps have
-    settled (``record_from``), then records ``active`` steps: a fixed warm-up is too short when
-    the profiler's start unsettles the allocator, and wasted when it does not."""
-
-    def __init__(self, actions, active: int) -> None:
-        self.actions = actions  # torch.profiler.ProfilerAction
-        self.active = active
-        self.first: int | None = None  # the first recorded step's number
-
-    @property
-    def recording(self) -> bool:
-        return self.first is not None
-
-    def record_from(self, step_num: int) -> None:
-        self.first = step_num
-
-    def __call__(self, step_num: int):
-        if self.first is None or step_num < self.first:
-            return self.actions.WARMUP
-        index = step_num - self.first
-        if index < self.active - 1:
-            return self.actions.RECORD
-        if index == self.active - 1:
-            return self.actions.RECORD_AND_SAVE
-        return self.actions.NONE
-
-
-def _page_faults() -> int:
-    if resource is None:
-        return 0
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_minflt + usage.ru_majflt
 
 
 def _busy() -> bool:
