@@ -66,7 +66,7 @@ def profile(root: Path, options: dict, steps: int = 5) -> dict:
         "artifacts_dir": str(root / ".stage"),
         "options": {"trace": False, **options},
     }
-    result = Runner(request, lambda **m: None, lambda: False).run()
+    result = Runner(request, lambda m: None, lambda: False).run()
     if result.get("error"):
         raise SystemExit(f"the run failed: {result['error']['message']}")
     return result

@@ -62,7 +62,7 @@ def request(root: Path, variants: list[dict], repeats: int) -> dict:
 
 
 def run(req: dict) -> dict:
-    return Runner(req, lambda **_: None, lambda: False).run()
+    return Runner(req, lambda _: None, lambda: False).run()
 
 
 def after(root: Path, repeats: int) -> tuple[float, list[float]]:

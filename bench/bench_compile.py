@@ -51,7 +51,7 @@ RUN = """
 import json, sys
 from trnlens.agent.runner import Runner
 request = json.loads(sys.argv[1])
-result = Runner(request, lambda **m: None, lambda: False).run()
+result = Runner(request, lambda m: None, lambda: False).run()
 print(json.dumps(result))
 """
 

@@ -82,7 +82,7 @@ def main() -> None:
             request = {"backend": "cpu", "warmup": 1, "steps": 5, "repeats": 3,
                        "project_root": str(root), "variants": [variant],
                        "artifacts_dir": str(root / ".stage")}  # fmt: skip
-            result = Runner(request, lambda **m: None, lambda: False).run()
+            result = Runner(request, lambda m: None, lambda: False).run()
             variant_ms = result["accounting"]["variant_us"] / 1000
             added_ms = 1000 * (sum(matcher_s) + sum(checks_s))
             rows.append(

@@ -56,7 +56,7 @@ async def once(root: Path, nproc: int) -> dict:
         # torchrun gives each rank OMP_NUM_THREADS=1 when unset: the 1-rank run gets the same,
         # or its step runs at another thread count (on a busy machine, many times slower).
         target = LocalTarget(env={"OMP_NUM_THREADS": "1"})
-        result = await run_profile(request, store, target)
+        result = (await run_profile(request, store, target)).data
         elapsed = time.perf_counter() - started
     steps = result["accounting"]["steps_us"] / 1e6
     return {"wall": elapsed, "steps": steps, "overhead": elapsed - steps,

@@ -51,7 +51,7 @@ async def profile_times(root: Path, target) -> dict:
         warm, overhead = [], []
         for _ in range(REPEATS):
             started = time.perf_counter()
-            result = await run_profile(request, store, target, agent=agent)
+            result = (await run_profile(request, store, target, agent=agent)).data
             elapsed = time.perf_counter() - started
             warm.append(elapsed)
             overhead.append(elapsed - result["accounting"]["steps_us"] / 1e6)

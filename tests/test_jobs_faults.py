@@ -139,7 +139,7 @@ class Session:
             warmup=1, steps=1, repeats=2, timeout_s=timeout_s,
         )  # fmt: skip
         try:
-            outcome = await run_profile(request, self.store, self.target, agent=self.agent)
+            outcome = (await run_profile(request, self.store, self.target, agent=self.agent)).data
         finally:
             if self.agent.proc is not None:
                 self.pgids.add(self.agent.proc.pid)

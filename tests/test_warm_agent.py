@@ -52,7 +52,8 @@ class Session:
             variants=[{"path": str(self.root / path), "qualname": qualname}],
             project_root=self.root, **{**FAST, **kw},
         )  # fmt: skip
-        return await run_profile(request, self.store, self.agent.target, agent=self.agent)
+        outcome = await run_profile(request, self.store, self.agent.target, agent=self.agent)
+        return outcome.data
 
     async def close(self):
         await self.agent.close()

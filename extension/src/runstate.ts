@@ -1,12 +1,14 @@
 // The state of profile runs, read from the server's work-done progress.
 //
-// The server reports a run as: begin (title `Profile <qualname>` or `Compare <qualname>`, message `queued behind ...` or
-// `starting on <target>`), reports whose message starts with the agent's phase (`measuring 5
-// profiled steps`), and end (`<qualname>: <figures>`, `<qualname> raised: ...`, `failed: ...` or
-// `cancelled`). LSP progress carries text only, so the state is read from those words; anything
-// unrecognised is shown as it came rather than guessed at.
+// Every progress value of a trnlens run carries its state for machines under `trnlens`
+// (server/trnlens/lsp/progress.py, docs/lsp.md): begin `{state: 'queued' | 'starting', kind:
+// 'profile' | 'compare', qualname}`, reports `{state: <agent phase>, variant, variants, step,
+// steps}`, end `{state: 'ended', outcome: 'succeeded' | 'raised' | 'failed' | 'cancelled'}`.
+// The state is read from there, never from the English `message` (kept for the tooltip); a
+// value without it is not a trnlens run (or comes from a server older than this extension).
 
 export const PHASES = [
+  'starting',
   'importing',
   'building-inputs',
   'compiling',
@@ -16,26 +18,45 @@ export const PHASES = [
   'exporting',
 ] as const;
 
-export type RunPhase = 'queued' | 'starting' | (typeof PHASES)[number] | 'running';
+export type RunPhase = 'queued' | (typeof PHASES)[number];
 export type RunOutcome = 'done' | 'failed' | 'cancelled';
+/** How the server says a run ended (agent/protocol.py OUTCOMES). */
+export const OUTCOMES = ['succeeded', 'raised', 'failed', 'cancelled'] as const;
+export type ServerOutcome = (typeof OUTCOMES)[number];
+
+/** The `trnlens` property of a run's progress value. */
+export interface RunStateValue {
+  state: string;
+  kind?: 'profile' | 'compare';
+  qualname?: string;
+  variant?: number;
+  variants?: number;
+  step?: number | null;
+  steps?: number | null;
+  outcome?: ServerOutcome;
+}
 
 export interface RunState {
   token: string;
   qualname: string;
   /** A phase while the run goes, an outcome once it ended. */
   state: RunPhase | RunOutcome;
+  /** How it ended, as the server said: a `raised` run is `failed` in `state`. */
+  outcome?: ServerOutcome;
+  /** The variant measuring (0-based) of how many, and the pass's step of steps where known. */
+  variant: number;
+  variants: number;
+  step?: number;
+  steps?: number;
   /** The server's last message, for the tooltip. */
   message: string;
   ended: boolean;
 }
 
 export type ProgressValue =
-  | { kind: 'begin'; title: string; message?: string }
-  | { kind: 'report'; message?: string }
-  | { kind: 'end'; message?: string };
-
-// `Profile f` for a profile, `Compare f` for a comparison of its variants (same phases).
-const TITLE = /^(?:Profile|Compare) (.+)$/;
+  | { kind: 'begin'; title: string; message?: string; trnlens?: RunStateValue }
+  | { kind: 'report'; message?: string; trnlens?: RunStateValue }
+  | { kind: 'end'; message?: string; trnlens?: RunStateValue };
 
 export class RunTracker {
   private readonly runs = new Map<string, RunState>();
@@ -55,17 +76,18 @@ export class RunTracker {
   /** Feeds one `$/progress` value. Progress that is not a profile run is ignored. */
   handle(token: string | number, value: ProgressValue): void {
     const key = String(token);
+    const state = value.trnlens;
     if (value.kind === 'begin') {
-      const title = TITLE.exec(value.title);
-      if (title === null) {
+      if (state === undefined || typeof state.qualname !== 'string') {
         return;
       }
-      const message = value.message ?? '';
       this.runs.set(key, {
         token: key,
-        qualname: title[1],
-        state: message.startsWith('queued') ? 'queued' : 'starting',
-        message,
+        qualname: state.qualname,
+        state: state.state === 'queued' ? 'queued' : 'starting',
+        variant: 0,
+        variants: 1,
+        message: value.message ?? '',
         ended: false,
       });
     } else {
@@ -73,12 +95,18 @@ export class RunTracker {
       if (run === undefined) {
         return;
       }
-      const message = value.message ?? '';
-      run.message = message || run.message;
+      run.message = value.message || run.message;
       if (value.kind === 'report') {
-        run.state = phaseOf(message) ?? run.state;
+        if (state !== undefined && isPhase(state.state)) {
+          run.state = state.state;
+          run.variant = state.variant ?? run.variant;
+          run.variants = state.variants ?? run.variants;
+          run.step = state.step ?? undefined;
+          run.steps = state.steps ?? undefined;
+        }
       } else {
-        run.state = outcomeOf(run.qualname, message);
+        run.outcome = isOutcome(state?.outcome) ? state.outcome : undefined;
+        run.state = outcomeState(run.outcome);
         run.ended = true;
         this.runs.delete(key);
         this.lastEnded = run;
@@ -105,23 +133,18 @@ export class RunTracker {
   }
 }
 
-function phaseOf(message: string): RunPhase | undefined {
-  const word = message.split(/\s+/, 1)[0];
-  if ((PHASES as readonly string[]).includes(word)) {
-    return word as RunPhase;
-  }
-  if (message.startsWith('starting') || message === 'sent') {
-    return 'starting';
-  }
-  return message ? 'running' : undefined;
+function isPhase(state: string): state is (typeof PHASES)[number] {
+  return (PHASES as readonly string[]).includes(state);
 }
 
-function outcomeOf(qualname: string, message: string): RunOutcome {
-  if (message.startsWith('cancelled')) {
-    return 'cancelled';
+function isOutcome(outcome: unknown): outcome is ServerOutcome {
+  return typeof outcome === 'string' && (OUTCOMES as readonly string[]).includes(outcome);
+}
+
+/** An ended run's state: an end without a known outcome counts as failed, not as done. */
+function outcomeState(outcome: ServerOutcome | undefined): RunOutcome {
+  if (outcome === 'succeeded') {
+    return 'done';
   }
-  if (message.startsWith('failed') || message.startsWith(`${qualname} raised`)) {
-    return 'failed';
-  }
-  return 'done';
+  return outcome === 'cancelled' ? 'cancelled' : 'failed';
 }

@@ -60,7 +60,7 @@ export function render(view: StatusView): {
     parts.push('stopped');
   } else if (view.run !== undefined) {
     icon = RUN_ICONS[view.run.state] ?? '$(sync~spin)';
-    parts.push(`${view.run.qualname} ${view.run.state}`);
+    parts.push(`${view.run.qualname} ${view.run.state}${where(view.run)}`);
     if (view.run.message) {
       tooltip.push(`${view.run.qualname}: ${view.run.message}`);
     }
@@ -74,6 +74,22 @@ export function render(view: StatusView): {
     command: SELECT_TARGET_COMMAND,
     error: view.run?.state === 'failed',
   };
+}
+
+/** Where a pending run is, from its state (never its words): ` 3/5` for the pass's step of
+ * steps, ` (variant 2 of 3)` in a comparison. */
+function where(run: RunState): string {
+  if (run.ended) {
+    return '';
+  }
+  let text = '';
+  if (run.step !== undefined && run.steps !== undefined && run.step > 0) {
+    text += ` ${run.step}/${run.steps}`;
+  }
+  if (run.variants !== undefined && run.variants > 1) {
+    text += ` (variant ${run.variant + 1} of ${run.variants})`;
+  }
+  return text;
 }
 
 export class StatusBar {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import re
 import signal
@@ -19,10 +18,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trnlens import project, results
-from trnlens.agent.protocol import RUN_DEFAULTS, SCHEMA_VERSION
+from trnlens import outcome as outcomes
+from trnlens import project
+from trnlens.agent.protocol import (
+    RUN_DEFAULTS,
+    SCHEMA_VERSION,
+    AgentMessage,
+    Cancel,
+    ErrorMessage,
+    Hello,
+    Ping,
+    Profile,
+    Progress,
+    ProtocolError,
+    Request,
+    ResultMessage,
+    Shutdown,
+    format_message,
+    parse_agent_message,
+)
 from trnlens.explorer import summary
 from trnlens.libraries import rules as library_rules
+from trnlens.outcome import ComparisonResult, Outcome
 from trnlens.store import Store
 from trnlens.targets.base import redact
 from trnlens.targets.local import LocalTarget
@@ -30,7 +47,9 @@ from trnlens.targets.ssh import SshTarget, TargetError
 
 Target = LocalTarget | SshTarget
 
-Progress = Callable[[dict], Any]
+# Called with each of the agent's progress messages: its state (phase, variant of variants, step
+# of steps) and message. It may return an awaitable, which the request then awaits.
+OnProgress = Callable[[Progress], Any]
 HELLO_TIMEOUT_S = 60.0
 CANCEL_GRACE_S = 1.0
 DEFAULT_IDLE_S = 600.0
@@ -59,16 +78,17 @@ def _clip(text: str) -> str:
     return text if len(text) <= STDERR_LINE_CHARS else text[:STDERR_LINE_CHARS] + " [...]"
 
 
-def timed_out(timeout_s: float | None, agent) -> AgentFailure:
+def timed_out(timeout_s: float | None, agent: AgentProcess) -> AgentFailure:
     """A run stopped by its timeout: not the environment's fault, and it says where it was: the
     phase from the agent's last progress and the project line the cancel stopped it at."""
-    progress = getattr(agent, "last_progress", None) or {}
-    answer = (getattr(agent, "cancelled_answer", None) or {}).get("error") or {}
-    phase = progress.get("phase") or "starting"
-    detail = f": {progress['message']}" if progress.get("message") else ""
+    progress = agent.last_progress
+    cancelled = agent.cancelled_answer
+    answer = cancelled.error if isinstance(cancelled, ErrorMessage) else {}
+    phase = progress.phase if progress is not None else "starting"
+    detail = f": {progress.message}" if progress is not None and progress.message else ""
     message = (
-        f"the run took longer than {timeout_s:g} s and was stopped in phase {phase!r}{detail} "
-        f"(variant {progress.get('variant', 0)})"
+        f"the run took longer than {timeout_s or 0:g} s and was stopped in phase {phase!r}"
+        f"{detail} (variant {progress.variant if progress is not None else 0})"
     )
     if answer.get("path"):
         message += f", at {answer['path']}:{answer['line']}"
@@ -108,7 +128,9 @@ class AgentProcess:
     ):
         self.target = target
         self.proc: asyncio.subprocess.Process | None = None
-        self.hello: dict | None = None
+        self.hello: Hello | None = None
+        self.last_progress: Progress | None = None  # the phase a timeout names
+        self.cancelled_answer: ResultMessage | ErrorMessage | None = None  # where a cancel stopped
         self.idle_timeout_s = idle_timeout_s
         self.memory_cap_mb = memory_cap_mb
         self.stall_s = stall_s
@@ -154,15 +176,15 @@ class AgentProcess:
         except asyncio.TimeoutError:
             await self.kill()
             raise _failure("environment", "the agent did not start in time") from None
-        if hello is None or hello.get("type") != "hello":
+        if not isinstance(hello, Hello):
             await self.kill()
             await self._settle_stderr()
             raise _failure("environment", f"the agent did not start: {self.stderr_tail()}")
-        if hello.get("schema_version") != SCHEMA_VERSION:
+        if hello.schema_version != SCHEMA_VERSION:
             await self.kill()
             raise _failure(
                 "environment",
-                f"agent speaks schema {hello.get('schema_version')}, this trnlens {SCHEMA_VERSION}",
+                f"agent speaks schema {hello.schema_version}, this trnlens {SCHEMA_VERSION}",
             )
         self.hello = hello
 
@@ -193,77 +215,83 @@ class AgentProcess:
         text = "\n".join(list(self._stderr)[-lines:]) or "(no output)"
         return redact(text, self.target.secrets())
 
-    async def _read(self) -> dict | None:
-        assert self.proc and self.proc.stdout
+    def _process(self) -> asyncio.subprocess.Process:
+        assert self.proc is not None, "the agent was not started"
+        return self.proc
+
+    async def _read(self) -> AgentMessage | None:
+        """The agent's next protocol message; None once its output ended. A line that is not
+        one (a library writing to the protocol's fd) goes to the stderr buffer, for errors."""
+        stdout = self._process().stdout
+        assert stdout is not None
         while True:
-            raw = await self.proc.stdout.readline()
+            raw = await stdout.readline()
             if not raw:
                 return None
             try:
-                return json.loads(raw)
-            except ValueError:
-                self._stderr.append("(non-protocol output) " + raw.decode("utf-8", "replace"))
+                return parse_agent_message(raw)
+            except ProtocolError as exc:
+                text = raw.decode("utf-8", "replace").rstrip()
+                self._stderr.append(_clip(f"(non-protocol output: {exc}) {text}"))
 
-    async def send(self, message: dict) -> None:
-        assert self.proc and self.proc.stdin
-        self.proc.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
-        await self.proc.stdin.drain()
+    async def send(self, message: Request) -> None:
+        stdin = self._process().stdin
+        assert stdin is not None
+        stdin.write((format_message(message) + "\n").encode("utf-8"))
+        await stdin.drain()
 
-    async def request(self, payload: dict, on_progress: Progress | None = None) -> dict:
-        """Sends a profile request; returns its result, raises AgentFailure on error/cancel."""
+    async def request(self, payload: dict, on_progress: OnProgress | None = None) -> Outcome:
+        """Sends a profile request; returns its outcome (a result or a comparison, checked
+        against the schema: results.SchemaMismatch when it is neither), raises AgentFailure on
+        error or cancel."""
         request_id = payload.setdefault("id", f"req-{os.getpid()}-{next(_ids)}")
-        self.last_progress: dict | None = None
-        self.cancelled_answer: dict | None = None
-        payload["type"] = "profile"
+        self.last_progress = None
+        self.cancelled_answer = None
         if self.memory_cap_mb:
             payload["options"] = {"memory_cap_mb": self.memory_cap_mb, **payload.get("options", {})}
         self._disarm_idle_timer()
         try:
-            await self.send(payload)
+            await self.send(Profile(id=request_id, fields=payload))
         except ConnectionError:  # it had exited: a crash between runs, worth a fresh process
-            code = await self.proc.wait()
+            code = await self._process().wait()
             await self._settle_stderr()
             raise self._died(code, payload.get("project_root")) from None
         try:
             while True:
                 message = await self._next_or_hang()
                 if message is None:
-                    code = await self.proc.wait()
+                    code = await self._process().wait()
                     await self._settle_stderr()
                     raise self._died(code, payload.get("project_root"))
-                if message.get("type") == "pong" or message.get("id") != request_id:
-                    continue
-                kind = message.get("type")
-                if kind == "progress":
+                if isinstance(message, Progress) and message.id == request_id:
                     self.last_progress = message  # the phase a timeout names
-                if kind == "progress" and on_progress:
-                    outcome = on_progress(message)
-                    if isinstance(outcome, Awaitable):
-                        await outcome
-                elif kind == "result":
+                    if on_progress:
+                        reported = on_progress(message)
+                        if isinstance(reported, Awaitable):
+                            await reported
+                elif isinstance(message, ResultMessage) and message.id == request_id:
                     self.runs += 1
-                    first = message["result"]
-                    first = first["variants"][0] if "variants" in first else first
-                    self.backend = first.get("backend", self.backend)
+                    answer = outcomes.parse(message.result)
+                    self.backend = outcomes.runs(answer)[0].data.get("backend", self.backend)
                     self._arm_idle_timer()
-                    return message["result"]
-                elif kind == "error":
-                    if message["error"].get("kind") == "restart" or message["error"].get("exiting"):
+                    return answer
+                elif isinstance(message, ErrorMessage) and message.id == request_id:
+                    if message.kind == "restart" or message.error.get("exiting"):
                         await self.kill()  # it exits by itself; make sure before a new start
                     else:
                         self._arm_idle_timer()
-                    raise AgentFailure(message["error"])
+                    raise AgentFailure(message.error)
         except asyncio.CancelledError:
             await self.cancel(request_id)
             raise
 
-    async def _next_or_hang(self) -> dict | None:
+    async def _next_or_hang(self) -> AgentMessage | None:
         """The next message; a ping after ``stall_s`` of silence, a hang after two."""
         try:
             return await asyncio.wait_for(self._read(), self.stall_s)
         except asyncio.TimeoutError:
             pass
-        await self.send({"type": "ping", "id": "stall"})
+        await self.send(Ping(id="stall"))
         try:
             return await asyncio.wait_for(self._read(), self.stall_s)
         except asyncio.TimeoutError:
@@ -326,7 +354,7 @@ class AgentProcess:
         if not self.alive():
             return
         try:
-            await self.send({"type": "cancel", "id": request_id})
+            await self.send(Cancel(id=request_id))
         except (ConnectionError, RuntimeError):
             pass
         try:
@@ -335,17 +363,17 @@ class AgentProcess:
             await self.kill()
             return
         self.cancelled_answer = answer  # where the cancel stopped the code (a timeout says it)
-        if answer is None or (answer.get("error") or {}).get("exiting"):
+        if answer is None or (isinstance(answer, ErrorMessage) and answer.error.get("exiting")):
             # The agent leaves (the cancel stopped an import): wait until it has, or the next
             # run would write to a closed pipe.
             await self.kill()
 
-    async def _wait_for_answer(self, request_id: str) -> dict | None:
+    async def _wait_for_answer(self, request_id: str) -> ResultMessage | ErrorMessage | None:
         while True:
             message = await self._read()
-            if message is None or (
-                message.get("id") == request_id and message.get("type") in ("result", "error")
-            ):
+            if message is None:
+                return None
+            if isinstance(message, (ResultMessage, ErrorMessage)) and message.id == request_id:
                 return message
 
     def alive(self) -> bool:
@@ -355,15 +383,16 @@ class AgentProcess:
         if not self.alive():
             self._reap_group()
             return
+        proc = self._process()
         await self.target.kill()  # remote: the agent's process group on the host
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             try:
-                self.proc.kill()
+                proc.kill()
             except ProcessLookupError:
                 pass  # it ended on its own meanwhile (an agent leaving after a cancel)
-        await self.proc.wait()
+        await proc.wait()
 
     def _reap_group(self) -> None:
         """Kills what the user's code started and left in the agent's process group (a forked
@@ -378,10 +407,12 @@ class AgentProcess:
     async def close(self) -> None:
         self._disarm_idle_timer()
         if self.alive():
+            proc = self._process()
             try:
-                await self.send({"type": "shutdown"})
-                self.proc.stdin.close()
-                await asyncio.wait_for(self.proc.wait(), 5)
+                await self.send(Shutdown())
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                await asyncio.wait_for(proc.wait(), 5)
             except (asyncio.TimeoutError, ConnectionError, RuntimeError):
                 await self.kill()
         self._reap_group()
@@ -444,9 +475,9 @@ async def run_profile(
     request: ProfileRequest,
     store: Store,
     target: Target | None = None,
-    on_progress: Progress | None = None,
+    on_progress: OnProgress | None = None,
     agent: AgentProcess | None = None,
-) -> dict:
+) -> Outcome:
     """Runs a request on the target and stores every run; returns the result or comparison.
 
     A warm ``agent`` may be passed (and stays alive); otherwise one is started and closed.
@@ -464,31 +495,36 @@ async def run_profile(
     finally:
         if own_agent:
             await agent.close()
-    for run in outcome["variants"] if "variants" in outcome else [outcome]:
+    for run in outcomes.runs(outcome):
         # Neuron: Explorer's device summary (MFU, MBU, advice) joins the run before it is stored.
-        await asyncio.to_thread(summary.attach, run, store.staging_dir() / run["run_id"])
+        await asyncio.to_thread(summary.attach, run.data, store.staging_dir() / run.run_id)
         if isinstance(target, LocalTarget):  # the library files it ran are on this machine
             # The static rules on the library code the run executed, with its measured cost.
-            await asyncio.to_thread(library_rules.attach, run)
+            await asyncio.to_thread(library_rules.attach, run.data)
     await asyncio.to_thread(_store_outcome, store.root.parent, store.cap_bytes, outcome)
     return outcome
 
 
-def _store_outcome(project_root: Path, cap_bytes: int, outcome: dict) -> None:
+def _store_outcome(project_root: Path, cap_bytes: int, outcome: Outcome) -> None:
     """Stores every run of ``outcome``, in a worker thread on a connection of its own: storing
     fsyncs and then walks the whole artifacts tree for the size cap, which the language
     server's loop must not wait on (and a sqlite connection stays in the thread that opened
     it). Readers on other connections see the rows once committed (WAL)."""
     with Store(project_root, cap_bytes=cap_bytes) as own:
-        if "variants" in outcome:
-            comparison_id = outcome["variants"][0]["run_id"]
-            for variant in outcome["variants"]:
-                own.add(variant, comparison_id=comparison_id)
+        if isinstance(outcome, ComparisonResult):
+            for variant in outcome.variants:
+                own.add(variant.data, comparison_id=outcome.comparison_id)
         else:
-            own.add(outcome)
+            own.add(outcome.data)
 
 
-async def _run_with_retry(request, store, target, agent, on_progress) -> dict:
+async def _run_with_retry(
+    request: ProfileRequest,
+    store: Store,
+    target: Target,
+    agent: AgentProcess,
+    on_progress: OnProgress | None,
+) -> Outcome:
     notes: list[str] = []
     for attempt in range(2):
         try:
@@ -503,13 +539,19 @@ async def _run_with_retry(request, store, target, agent, on_progress) -> dict:
                 await agent.kill()
                 continue
             raise
-        for run in outcome["variants"] if "variants" in outcome else [outcome]:
-            run["warnings"].extend(notes)
+        for run in outcomes.runs(outcome):
+            run.data["warnings"].extend(notes)
         return outcome
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _run_once(request, store, target, agent, on_progress) -> dict:
+async def _run_once(
+    request: ProfileRequest,
+    store: Store,
+    target: Target,
+    agent: AgentProcess,
+    on_progress: OnProgress | None,
+) -> Outcome:
     staged = None
     try:
         if not agent.alive():
@@ -519,8 +561,7 @@ async def _run_once(request, store, target, agent, on_progress) -> dict:
             staged = await target.stage(payload, store)
         except TargetError as exc:
             raise _failure("environment", str(exc)) from None
-        outcome = await agent.request(staged.payload, on_progress)
-        results.check(outcome)
+        outcome = await agent.request(staged.payload, on_progress)  # checked there
         try:
             await target.collect(staged, outcome, store)
         except TargetError as exc:

@@ -24,7 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
+from trnlens import outcome as outcomes
+from trnlens.agent.protocol import Progress, progress_from_json, to_json
+from trnlens.jobs import AgentFailure, AgentProcess, OnProgress, ProfileRequest, run_profile
+from trnlens.outcome import Outcome
 from trnlens.store import Store
 from trnlens.targets import bundle, registry
 from trnlens.targets.bundle import short_temp_dir
@@ -65,17 +68,19 @@ def _to_json(request: ProfileRequest) -> dict:
 
 
 async def run_warm(
-    request: ProfileRequest, target: str, python: str | None, keep_s: float, on_progress=None
-) -> dict:
+    request: ProfileRequest,
+    target: str,
+    python: str | None,
+    keep_s: float,
+    on_progress: OnProgress | None = None,
+) -> Outcome:
     """Runs the request on the warm daemon for this project and target, starting it if needed."""
     path = socket_path(request.project_root, target, python)
     try:
         reader, writer = await asyncio.open_unix_connection(str(path))
     except (FileNotFoundError, ConnectionRefusedError):
         if on_progress:
-            on_progress(
-                {"variant": 0, "phase": "starting", "message": f"a warm agent, kept {keep_s:g} s"}
-            )
+            on_progress(Progress(None, "starting", 0, f"a warm agent, kept {keep_s:g} s"))
         _spawn(path, request.project_root, target, python, keep_s)
         reader, writer = await _connect_when_up(path)
     writer.write((json.dumps({"request": _to_json(request)}) + "\n").encode())
@@ -89,9 +94,9 @@ async def run_warm(
                                     "message": "the warm agent daemon went away"})  # fmt: skip
             message = json.loads(line)
             if message["type"] == "progress" and on_progress:
-                on_progress(message)
+                on_progress(progress_from_json(message))
             elif message["type"] == "result":
-                return message["outcome"]
+                return outcomes.parse(message["outcome"])
             elif message["type"] == "error":
                 raise AgentFailure(message["error"])
     finally:
@@ -156,10 +161,10 @@ class Daemon:
                 try:
                     with Store(request.project_root) as store:
                         outcome = await run_profile(
-                            request, store, self.target, on_progress=lambda m: send(m),
+                            request, store, self.target, on_progress=lambda m: send(to_json(m)),
                             agent=self.agent,
                         )  # fmt: skip
-                    send({"type": "result", "outcome": outcome})
+                    send({"type": "result", "outcome": outcome.data})
                 except AgentFailure as failure:
                     send({"type": "error", "error": failure.error})
                 finally:

@@ -19,7 +19,7 @@ def run(root: Path, variants: list[dict], phases: list | None = None, **override
         **overrides,
     }
     seen = phases if phases is not None else []
-    return Runner(request, lambda **m: seen.append(m), lambda: False).run()
+    return Runner(request, seen.append, lambda: False).run()
 
 
 def line_of(root: Path, relative: str, needle: str) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from trnlens.agent.measure import SettlingSchedule
+from trnlens.agent.settling import SettlingSchedule
 
 from tests.agent.conftest import run
 

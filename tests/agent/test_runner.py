@@ -223,7 +223,13 @@ def test_phases_are_reported_in_order(make_project):
     root = make_project({"rms.py": RMS})
     phases = []
     run(root, [{"path": "rms.py", "qualname": "naive"}], phases=phases)
-    names = [p["phase"] for p in phases]
+    names = [p.phase for p in phases]
+    assert all(p.variant == 0 and p.variants == 1 for p in phases)
+    # the state says how many steps the pass runs: no reader parses the message for it
+    measuring = next(p for p in phases if p.phase == "measuring")
+    assert (measuring.step, measuring.steps) == (0, 2)
+    timing = next(p for p in phases if p.phase == "timing")
+    assert timing.steps == 3
     for earlier, later in [
         ("importing", "building-inputs"),
         ("building-inputs", "warm-up"),

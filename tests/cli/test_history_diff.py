@@ -110,3 +110,13 @@ def test_unchanged_runs_with_overlapping_spreads_read_no_change(tmp_path):
     assert "ns" not in done.stdout
     # CPU time is labelled as CPU time: the runs' time basis is cpu.
     assert "CPU (ops)/step (profiled)" in done.stdout and "device/step" not in done.stdout
+
+
+def test_diff_refuses_a_comparison_file(tmp_path):
+    root = project(tmp_path)
+    a = stored(root, 1, 100.0, 99.0, 101.0)
+    comparison = {"schema_version": 3, "variants": [fake_result(4), fake_result(5)], "baseline": 0}
+    (root / "comparison.json").write_text(json.dumps(comparison))
+    done = trnlens("diff", a["run_id"], "comparison.json", cwd=root)
+    assert done.returncode == exitcodes.USAGE
+    assert "diff takes single runs, not a comparison (comparison.json)" in done.stderr

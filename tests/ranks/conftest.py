@@ -47,7 +47,7 @@ def profile(
     )  # fmt: skip
     store = Store(root)
     try:
-        return asyncio.run(run_profile(request, store, on_progress=on_progress))
+        return asyncio.run(run_profile(request, store, on_progress=on_progress)).data
     finally:
         store.close()
 

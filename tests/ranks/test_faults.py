@@ -96,7 +96,7 @@ def test_a_cancel_stops_every_rank(make_project):
     measuring = threading.Event()
 
     def on_progress(message):
-        if "rank 0" in (message.get("message") or "") and message["phase"] == "warm-up":
+        if "rank 0" in message.message and message.phase == "warm-up":
             measuring.set()
 
     async def scenario():

@@ -66,7 +66,7 @@ def profile(root: Path, tgt: SshTarget, qualname="samples/rmsnorm.py::rmsnorm_na
     phases = []
     with Store(root) as store:
         outcome = asyncio.run(run_profile(request, store, tgt, on_progress=phases.append))
-    return outcome, phases
+    return outcome.data, phases
 
 
 def remote_runs(tmp_path) -> list[Path]:
@@ -87,8 +87,8 @@ def test_profile_end_to_end_over_ssh(test_host, remote_python, project, tmp_path
     assert outcome["dispatches_per_step"] == 6
     assert outcome["target"] == "trn2-dev"
     assert outcome["function"]["path"] == "samples/rmsnorm.py"
-    assert [p["phase"] for p in phases][:1] == ["importing"]  # progress streamed back
-    assert any(p["phase"] == "measuring" for p in phases)
+    assert [p.phase for p in phases][:1] == ["importing"]  # progress streamed back
+    assert any(p.phase == "measuring" for p in phases)
     run_dir = project / ".trnlens" / "artifacts" / outcome["run_id"]
     assert (run_dir / "trace.json").stat().st_size > 0
     assert json.loads((run_dir / "result.json").read_text())["target"] == "trn2-dev"
@@ -149,7 +149,7 @@ def test_unsaved_buffer_goes_to_the_host(test_host, remote_python, project, tmp_
     )  # fmt: skip
     with Store(project) as store:
         tgt = target(test_host, remote_python, tmp_path)
-        outcome = asyncio.run(run_profile(request, store, tgt))
+        outcome = asyncio.run(run_profile(request, store, tgt)).data
     assert outcome["function"]["unsaved"] is True
     assert outcome["dispatches_per_step"] == 1
 
@@ -258,7 +258,7 @@ def test_cancel_mid_run_leaves_no_remote_process(
             measuring = asyncio.Event()
 
             def progress(message):
-                if message["phase"] == "measuring":
+                if message.phase == "measuring":
                     measuring.set()
 
             task = asyncio.create_task(run_profile(request, store, tgt, on_progress=progress))
@@ -291,7 +291,7 @@ def test_connection_dropped_mid_run(test_host, remote_python, project, tmp_path,
 
             def progress(message):
                 nonlocal dropped
-                if message["phase"] == "measuring" and not dropped:
+                if message.phase == "measuring" and not dropped:
                     dropped = True
                     pids.extend(_agent_pids(tmp_path))
                     # The host's side of the connection goes away: kill the sshd session

@@ -99,7 +99,8 @@ describe('middleware', () => {
     const shown: unknown[] = [];
     middleware(value).handleWorkDoneProgress!(
       'tok',
-      { kind: 'begin', title: 'Profile f', message: 'starting on local' },
+      // the server's value carries the run's state beyond LSP's own fields (lsp/progress.py)
+      { kind: 'begin', title: 'Profile f', message: 'starting on local', trnlens: { state: 'starting', kind: 'profile', qualname: 'f' } } as never,
       (_t, params) => void shown.push(params),
     );
     assert.equal(value.runs.current().run?.qualname, 'f');

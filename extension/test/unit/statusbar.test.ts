@@ -26,6 +26,11 @@ describe('render', () => {
     assert.ok(failed.error);
     assert.match(failed.tooltip, /failed: boom/);
     assert.match(render({ ...view, run: run('measuring'), alsoPending: 2 }).text, /· \+2 queued$/);
+    // where the run is, from its state: the pass's step of steps, the variant of a comparison
+    const measuring = { ...run('measuring'), step: 3, steps: 5, variant: 1, variants: 3 } as StatusView['run'];
+    assert.equal(render({ ...view, run: measuring }).text, '$(sync~spin) trnlens: local · rmsnorm_naive measuring 3/5 (variant 2 of 3)');
+    const ended = { ...run('done'), step: 3, steps: 5, ended: true } as StatusView['run'];
+    assert.equal(render({ ...view, run: ended }).text, '$(check) trnlens: local · rmsnorm_naive done');
   });
 
   it('says when the server is missing, and leads to the log', () => {

@@ -2,7 +2,7 @@
 and the host syncs, from the pass's events and the labels ``attribution.py`` put there.
 
 Times are the headline pass's when the attributed step dispatched the same ops in the same order
-as every headline step (eager code does: the same pairing as ``measure._lines``), else the
+as every headline step (eager code does: the same pairing as ``linespass.run``), else the
 attribution pass's own (inflated by its mode; a warning says so there). Sizes are bounded: the top
 ``limit`` frames and modules, the rest summed into ``frames_rest``/``modules_rest`` (a 32-layer
 model must not write megabytes), with every ancestor of a kept module kept, so the tree is whole.
@@ -113,6 +113,7 @@ class Breakdown:
         table = []
         for key, (count, time_us) in rows.items():
             row = self._frame(key)
+            assert row is not None  # a key here is a frame: only a missing one maps to None
             row["dispatches_per_step"] = count / self.steps
             row["self_time_per_step_us"] = time_us / self.steps
             row["callers"] = [

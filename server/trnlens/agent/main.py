@@ -27,11 +27,29 @@ import queue
 import sys
 import threading
 import traceback
+from dataclasses import replace
+from typing import IO
 
 from . import errors, ranks
 from .interrupts import Interrupter, stop_would_break
 from .measure import Cancelled
-from .protocol import AGENT_VERSION, SCHEMA_VERSION, Channel, parse_line
+from .protocol import (
+    AGENT_VERSION,
+    SCHEMA_VERSION,
+    Cancel,
+    Channel,
+    ErrorMessage,
+    Hello,
+    Ping,
+    Pong,
+    Profile,
+    Progress,
+    ProtocolError,
+    Request,
+    ResultMessage,
+    Shutdown,
+    parse_request,
+)
 from .reloader import RestartNeeded
 from .runner import Runner
 
@@ -41,40 +59,28 @@ class Agent:
         self.channel = channel
         self.stop_on_eof = stop_on_eof
         self.exit_after = False  # set when a request asked for a fresh process
-        self.requests: queue.Queue = queue.Queue()
+        self.requests: queue.Queue[Profile | Shutdown | None] = queue.Queue()
         self.current: str | None = None
         self.cancel_requested = threading.Event()
         self.interrupter = Interrupter()
         self._lock = threading.Lock()
 
     # -- reader thread
-    def read(self, stream) -> None:
+    def read(self, stream: IO[str]) -> None:
         for line in stream:
             if not line.strip():
                 continue
+            message: Request
             try:
-                message = parse_line(line)
-            except ValueError as exc:
-                self.channel.send(
-                    {
-                        "type": "error",
-                        "id": None,
-                        "error": errors.usage(f"malformed message: {exc}").to_json(),
-                    }
-                )
+                message = parse_request(line)
+            except ProtocolError as exc:
+                error = errors.usage(f"malformed message: {exc}").to_json()
+                self.channel.send(ErrorMessage(id=None, error=error))
                 continue
-            kind = message["type"]
-            if kind == "cancel":
-                self.cancel(message.get("id"))
-            elif kind == "ping":
-                self.channel.send(
-                    {
-                        "type": "pong",
-                        "id": message.get("id"),
-                        "pid": os.getpid(),
-                        "busy": self.current,
-                    }
-                )
+            if isinstance(message, Cancel):
+                self.cancel(message.id)
+            elif isinstance(message, Ping):
+                self.channel.send(Pong(id=message.id, pid=os.getpid(), busy=self.current))
             else:
                 self.requests.put(message)
         # End of input. Locally it means no more requests: what is queued still runs (one-shot
@@ -84,7 +90,7 @@ class Agent:
             self.cancel(None)
         self.requests.put(None)
 
-    def cancel(self, request_id) -> None:
+    def cancel(self, request_id: str | None) -> None:
         with self._lock:
             if self.current is not None and request_id in (None, self.current):
                 self.cancel_requested.set()
@@ -97,41 +103,24 @@ class Agent:
                 message = self.requests.get()
             except KeyboardInterrupt:  # a cancel that raced the end of its run
                 continue
-            if message is None or message["type"] == "shutdown":
+            if message is None or isinstance(message, Shutdown):
                 return 0
             if self.exit_after:
                 return 0
-            if message["type"] != "profile":
-                self.channel.send(
-                    {
-                        "type": "error",
-                        "id": message.get("id"),
-                        "error": errors.usage(
-                            f"unknown message type {message['type']!r}"
-                        ).to_json(),
-                    }
-                )
-                continue
             self.handle(message)
             if self.exit_after:
                 return 0
 
-    def handle(self, request: dict) -> None:
-        request_id = request.get("id")
+    def handle(self, profile: Profile) -> None:
+        request_id, request = profile.id, profile.fields
         with self._lock:
             self.current = request_id
             self.cancel_requested.clear()
 
-        def progress(phase, variant, message):
-            self.channel.send(
-                {
-                    "type": "progress",
-                    "id": request_id,
-                    "phase": phase,
-                    "variant": variant,
-                    "message": message,
-                }
-            )
+        def progress(state: Progress) -> None:
+            self.channel.send(replace(state, id=request_id))
+
+        reply: ResultMessage | ErrorMessage
 
         saved = _ProcessState.save()
         try:
@@ -142,46 +131,41 @@ class Agent:
                         result = ranks.run(request, progress, self.cancel_requested.is_set)
                     else:
                         result = Runner(request, progress, self.cancel_requested.is_set).run()
-                reply = {"type": "result", "id": request_id, "result": result}
+                reply = ResultMessage(id=request_id, result=result)
             finally:
                 with self._lock:
                     self.current = None
                 saved.restore()
         except RestartNeeded as exc:
-            self.channel.send(
-                {
-                    "type": "error",
-                    "id": request_id,
-                    "error": errors.AgentError("restart", str(exc)).to_json(),
-                }
-            )
+            error = errors.AgentError("restart", str(exc)).to_json()
+            self.channel.send(ErrorMessage(id=request_id, error=error))
             self.exit_after = True
             return
         except (Cancelled, KeyboardInterrupt) as exc:
-            error = errors.AgentError("cancelled", "cancelled").to_json()
-            reply = {"type": "error", "id": request_id, "error": error}
+            reply = ErrorMessage(
+                id=request_id, error=errors.AgentError("cancelled", "cancelled").to_json()
+            )
             if isinstance(exc, KeyboardInterrupt):
                 # Where the cancel stopped the code: a timeout names the line it was stuck at.
                 where = stopped_at(exc, request.get("project_root") or os.getcwd())
                 if where:
-                    error["path"], error["line"] = where
+                    reply.error["path"], reply.error["line"] = where
             if isinstance(exc, KeyboardInterrupt) and not interrupted_safely(exc, request):
                 # The interrupt landed inside an import or a library (torch half-imported, a
                 # profiler half-exited): this process cannot be trusted with the next run.
-                error["exiting"] = True
+                reply.error["exiting"] = True
                 self.exit_after = True
         except errors.AgentError as exc:
-            reply = {"type": "error", "id": request_id, "error": exc.to_json()}
+            reply = ErrorMessage(id=request_id, error=exc.to_json())
         except Exception as exc:  # a bug in trnlens, not in the user's code
-            reply = {
-                "type": "error",
-                "id": request_id,
-                "error": errors.AgentError(
+            reply = ErrorMessage(
+                id=request_id,
+                error=errors.AgentError(
                     "internal",
                     f"trnlens agent error: {type(exc).__name__}: {exc}",
                     traceback=traceback.format_exc(),
                 ).to_json(),
-            }
+            )
         try:
             self.channel.send(reply)
         except KeyboardInterrupt:  # a late cancel must not eat the answer
@@ -272,15 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     agent = Agent(channel, stop_on_eof="--stop-on-eof" in args)
     agent.interrupter.install()
     channel.send(
-        {
-            "type": "hello",
-            "schema_version": SCHEMA_VERSION,
-            "agent_version": AGENT_VERSION,
-            "pid": os.getpid(),
-            "python": platform.python_version(),
-            "executable": sys.executable,
-            "neuron_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
-        }
+        Hello(
+            schema_version=SCHEMA_VERSION,
+            agent_version=AGENT_VERSION,
+            pid=os.getpid(),
+            python=platform.python_version(),
+            executable=sys.executable,
+            neuron_visible_cores=os.environ.get("NEURON_RT_VISIBLE_CORES"),
+        )
     )
     reader = threading.Thread(target=agent.read, args=(sys.stdin,), daemon=True)
     reader.start()

@@ -5,46 +5,38 @@ Three passes, each for one job (docs/design.md):
    by collecting them in ``on_trace_ready``), the device synchronised every step, no extra mode
    and nothing the figures do not need: input shapes are recorded by the lines pass when there
    is one (``record_shapes`` costs every op a shape copy inside the measured steps);
-2. lines: the same steps under the line-attribution mode (eager code only), input shapes too;
+2. lines: the same steps under the line-attribution mode (eager code only), input shapes too
+   (linespass.py);
 3. timing: no profiler at all, synchronised, median of N with min and max: the profiler's per-op
    cost penalises unfused code, so speed-ups between variants come from here.
 The headline's device, CPU and wall times are medians over the same profiled steps; lines and
 findings are then put on the basis of the headline the lens shows (basis.py). In a comparison the
-timing pass waits: the variants are timed together in interleaved rounds (rounds.py, runner.py).
+timing pass waits: the variants are timed together in interleaved rounds (comparison.py).
 Step times are medians over steps with min and max beside them, and ``stability`` judges them
 (spread, the profiled/unprofiled ratio, page faults) and says in the warnings when they mislead.
 The headline and timing passes start measuring only once the steps have settled: a step that
 faults in fresh memory (the allocator handing big tensors' pages back to the OS, and the next
 step zeroing new ones) takes several times a settled one, and starting or stopping the profiler
 unsettles the allocator for a step or three (measured on the naive RMSNorm at (4, 512, 2048):
-20 ms with 8,000 page faults, 4 ms with none).
+20 ms with 8,000 page faults, 4 ms with none; settling.py).
 Warm-up runs under exactly the contexts of the measured steps (grad mode, eval/train), or a
 recompilation would land inside the measured window.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import attribution, basis, breakdown, collectives, overlap, patterns, stability
+from . import basis, breakdown, collectives, linespass, overlap, patterns, stability
 from . import events as ev
-from .lines import make_line_mode
+from .settling import CALM_STEPS, SettlingSchedule, page_faults, timing_figures
 
-try:
-    import resource
-except ImportError:  # not on Windows: page faults then go uncounted
-    resource = None  # type: ignore[assignment]
-
-
-# Steps in a row without a page fault after which a pass starts measuring (see _settled).
-CALM_STEPS = 2
+PROGRESS_EVERY_S = 1.0  # a pass's step-by-step progress, at most this often
 
 
 class Cancelled(Exception):
@@ -136,7 +128,7 @@ class Measurer:
         self.steps_us = 0.0
         self.torch_found: list = []  # torch's pattern matcher's hits, taken in on_trace_ready
         self.pattern_warnings: list[str] = []
-        self.lines_pass: tuple | None = None  # (events, sites): shapes recorded, times inflated
+        self.lines_pass: linespass.LinesPass | None = None  # shapes recorded, times inflated
         self.last_faults = 0  # page faults (minor and major) of the last step
         self.calm_steps = 0  # steps in a row, up to the last, without a page fault
         self.profiled_faults: list[int] = []  # each headline step's
@@ -144,32 +136,37 @@ class Measurer:
         # comparison's outputs come from the same state for every variant (runner.py).
         self.keep_first_output: Callable[[Any], None] | None = None
         self.round_faults: list[int] = []  # page faults of each interleaved round's call
+        self.last_report = time.monotonic()  # when _step_progress last reported
         self.device_mean_us = 0.0  # the profiled device time per step, mean over the steps
         # record_function labels of trnlens's own code -> the (path, line) their ops count on
         self.extra_labels: dict[str, tuple[str, int]] = {}
         self.named_modules = list(named_modules)  # (name, module) reachable from the inputs
         self.compile_log = compile_log  # paused during the attribution pass (its recompiles)
-        self.breakdown: breakdown.Breakdown | None = None
-        self.attribution_us: float | None = None
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if self.cancelled():
             raise Cancelled()
 
-    def _one_step(
-        self, step: Callable[[], Any], keep: Callable[[Any], None] | None = None
-    ) -> float:
-        faults = _page_faults()
+    def one_step(self, step: Callable[[], Any], keep: Callable[[Any], None] | None = None) -> float:
+        faults = page_faults()
         start = time.perf_counter()
         out = step()
         self.backend.synchronize()
         elapsed = (time.perf_counter() - start) * 1e6
-        self.last_faults = _page_faults() - faults
+        self.last_faults = page_faults() - faults
         self.calm_steps = self.calm_steps + 1 if self.last_faults == 0 else 0
         if keep is not None:  # after the step's own figures: the copy is not the code's cost
             keep(out)
         self.steps_us += elapsed  # what the user's code cost; the rest is trnlens's overhead
         return elapsed
+
+    def _step_progress(self, phase: str, what: str, step: int, steps: int) -> None:
+        """Step ``step`` of ``steps`` of the pass, reported at most every PROGRESS_EVERY_S
+        (between steps, outside their timing): a long pass shows it moves."""
+        now = time.monotonic()
+        if now - self.last_report >= PROGRESS_EVERY_S:
+            self.last_report = now
+            self.progress(phase, f"{what} {step} of {steps}", step, steps)
 
     def _settled(self, extra: int, spent_us: float) -> bool:
         """Whether the steps count as settled: the last ``CALM_STEPS`` took no page fault (one
@@ -203,11 +200,15 @@ class Measurer:
                 )
             else:
                 self.progress("compiling" if compiled else "warm-up", "first call")
-            m.first_call_us = self._one_step(step, self.keep_first_output)
-            for _ in range(max(s.warmup - 1, 0)):
-                self._check()
-                self._one_step(step)
-        self.progress("measuring", f"{s.steps} profiled steps")
+            # The first warm-up call's output is the run's output (keep_first_output): no call
+            # is made only to capture it.
+            m.first_call_us = self.one_step(step, self.keep_first_output)
+            warmup = max(s.warmup, 1)
+            for done in range(1, warmup):
+                self.check()
+                self._step_progress("warm-up", "warm-up", done + 1, warmup)
+                self.one_step(step)
+        self.progress("measuring", f"{s.steps} profiled steps", 0, s.steps)
         self._phase("measuring")
         shapes_later = s.lines and not compiled  # the lines pass records them
         events, wall = self._profiled(step, out_dir, record_shapes=not shapes_later)
@@ -257,20 +258,22 @@ class Measurer:
         m.artifacts.extend(self.backend.artifacts(out_dir))
         sites: dict = {}
         if s.lines and not compiled:
-            self.progress("measuring", "line attribution")
+            self.progress("measuring", "line attribution", 0, min(s.steps, 3))
             self._phase("lines")
-            (m.lines, host_peak, line_warnings, m.dispatch_sites, m.dispatch_shapes, shapes) = (
-                self._lines(step, project, events)
-            )
+            found = self.lines_pass = linespass.run(self, step, project, events)
+            self.torch_found, self.pattern_warnings = found.torch_found, found.pattern_warnings
+            m.lines, m.dispatch_sites, m.dispatch_shapes = (
+                found.lines, found.dispatch_sites, found.dispatch_shapes
+            )  # fmt: skip
             sites = _sites_by_root(host_events, m.dispatch_sites)
-            m.attribution_us = self.attribution_us
-            m.warnings.extend(line_warnings)
+            m.attribution_us = found.attribution_us
+            m.warnings.extend(found.warnings)
             for row in m.ops:
-                row["input_shapes"] = row["input_shapes"] or shapes.get(row["name"], [])
+                row["input_shapes"] = row["input_shapes"] or found.shapes.get(row["name"], [])
             if self.backend.time_basis == "cpu":
-                m.peak_memory_bytes = host_peak
-            if self.breakdown is not None:
-                self._breakdown(m)
+                m.peak_memory_bytes = found.host_peak
+            if found.breakdown is not None:
+                self._breakdown(m, found.breakdown)
         elif compiled:
             m.warnings.append(
                 "compiled code: per-line figures are not measured inside a compiled region "
@@ -292,7 +295,7 @@ class Measurer:
             m.steps_us = self.steps_us
             return m
         if s.timing:
-            self.progress("timing", f"up to {s.repeats} synchronised calls")
+            self.progress("timing", f"up to {s.repeats} synchronised calls", 0, s.repeats)
             self._phase("timing")
             m.timing = self._timing(step)
         return self.finish(m, m.timing)
@@ -326,7 +329,7 @@ class Measurer:
     def round_call(self, step: Callable[[], Any]) -> float:
         """One synchronised call in an interleaved round (rounds.py), under the pass contexts."""
         with self.context():
-            elapsed = self._one_step(step)
+            elapsed = self.one_step(step)
         self.round_faults.append(self.last_faults)
         return elapsed
 
@@ -343,7 +346,7 @@ class Measurer:
         # The headline pass records no shapes (issue 14: they cost every op a copy): the pattern
         # checks read the lines pass (shapes, exact lines; times inflated by its mode, shares
         # against its own steps), the launch check the headline's timing.
-        events, line_sites = self.lines_pass
+        events, line_sites = self.lines_pass.events, self.lines_pass.line_sites
         line_steps = ev.step_events(events)
         lines_step_us = step_us
         if self.backend.time_basis == "cpu" and line_steps:
@@ -414,10 +417,11 @@ class Measurer:
                 settling_us = 0.0
                 self.calm_steps = 0  # counted under the profiler only
                 while len(wall) < steps:
-                    self._check()
-                    elapsed = self._one_step(step)
+                    self.check()
+                    elapsed = self.one_step(step)
                     if schedule.recording:
                         wall.append(elapsed)
+                        self._step_progress("measuring", "profiled step", len(wall), steps)
                         faults.append(self.last_faults)
                     elif self._settled(extra, settling_us):
                         schedule.record_from(prof.step_num + 1)
@@ -428,117 +432,17 @@ class Measurer:
         self.profiled_faults = faults
         return collected["events"], wall
 
-    def _lines(self, step, project, headline_events):
-        """Per-line figures: sites from a pass under the attribution mode, times from the headline.
-
-        The mode adds a label and a Python frame walk to every torch call, so the times measured
-        under it are inflated. Eager code runs the same sequence of dispatches every step: when
-        the attributed step's sequence matches the headline steps op for op, each headline
-        dispatch takes the site of its counterpart and the lines carry the headline's times.
-        """
-        torch = self.torch
-        full = self.settings.attribution == "full"
-        kinds = attribution.FrameKinds(project.is_project_file, project.relpath, torch)
-        if full:
-            mode = attribution.make_attribution_mode(torch, kinds)
-            names = {id(module): name for name, module in self.named_modules}
-            tracker = attribution.ModuleTracker(
-                torch, kinds, names, [module for _, module in self.named_modules]
-            )
-            compiled_calls = attribution.CompiledCallSites(torch, mode)
-        else:
-            mode = make_line_mode(torch, project.is_project_file, project.relpath)
-            tracker = contextlib.nullcontext()
-            compiled_calls = contextlib.nullcontext()
-        mode.labels.update(self.extra_labels)
-        collected: dict[str, Any] = {"events": []}
-        steps = min(self.settings.steps, 3)
-
-        def ready(prof):
-            collected["events"] = list(prof.events())
-            # This pass records shapes (the headline does not): the shape patterns read it.
-            self.torch_found, self.pattern_warnings = patterns.torch_matches(
-                prof, torch, self.backend.name
-            )
-
-        began = time.perf_counter()
-        if self.compile_log is not None:  # dynamo recompiles for the mode: not the user's doing
-            self.compile_log.pause()
-        try:
-            with self.context(), tracker, compiled_calls, mode, _quiet_hook_warning():
-                self._one_step(step)  # a step under the mode first: nothing recompiles later
-                with torch.profiler.profile(
-                    activities=self.backend.activities(),
-                    schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
-                    on_trace_ready=ready,
-                    profile_memory=self.backend.time_basis == "cpu",
-                    record_shapes=True,  # for the op table: kept out of the headline pass
-                ) as prof:
-                    for _ in range(steps + 1):
-                        self._check()
-                        self._one_step(step)
-                        prof.step()
-        finally:
-            if self.compile_log is not None:
-                self.compile_log.resume()
-        self.attribution_us = (time.perf_counter() - began) * 1e6
-        events = [e for e in collected["events"] if ev.is_host(e)]
-        if self.backend.time_basis == "cpu":
-
-            def device_us(e):
-                return e.cpu_time_total
-        else:
-            device_us = self.backend.device_total_us
-        if full:
-            self.breakdown = breakdown.Breakdown(
-                events, mode.sites, tracker.info, kinds, headline_events, device_us
-            )
-            project_site, extra = self.breakdown.project_site, self.extra_labels
-
-            def site_of(root):  # trnlens's own labelled work (the added backward) too
-                return project_site(root) or ev.site_of(root, extra)
-
-        else:
-
-            def site_of(root):
-                return ev.site_of(root, mode.labels)
-
-        attributed = ev.roots_by_step(events)
-        sites = [site_of(root) for root in attributed[0]] if attributed else []
-        names = [ev.dispatch_key(root) for root in attributed[0]] if attributed else []
-        headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
-        warnings = []
-        dispatch_sites = dispatch_shapes = None
-        if headline and all([ev.dispatch_key(r) for r in roots] == names for roots in headline):
-            pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
-            table = ev.line_table(pairs, device_us, len(headline))
-            dispatch_sites = [list(site) if site else None for site in sites]
-            dispatch_shapes = [getattr(r, "input_shapes", None) or None for r in attributed[0]]
-        else:
-            pairs = [(site_of(r), r) for roots in attributed for r in roots]
-            table = ev.line_table(pairs, device_us, max(len(attributed), 1))
-            warnings.append(
-                "the dispatches differ from step to step: per-line times were measured under "
-                "the line-attribution mode and read higher than the headline figures"
-            )
-        line_sites = {id(r): site_of(r) for roots in attributed for r in roots}
-        self.lines_pass = (events, line_sites)
-        first_step = _first_step_events(events)
-        shapes = ev.op_shapes(events)
-        peak = ev.peak_memory_from_events(first_step)
-        return table, peak, warnings, dispatch_sites, dispatch_shapes, shapes
-
-    def _breakdown(self, m: Measurement) -> None:
+    def _breakdown(self, m: Measurement, found: breakdown.Breakdown) -> None:
         limit = self.settings.attribution_limit
-        m.frames, m.frames_rest = self.breakdown.frames(limit)
-        m.modules, m.modules_rest = self.breakdown.modules(limit)
-        m.host_syncs = self.breakdown.host_syncs(self.backend.name)
-        m.library_files = self.breakdown.library_files()
+        m.frames, m.frames_rest = found.frames(limit)
+        m.modules, m.modules_rest = found.modules(limit)
+        m.host_syncs = found.host_syncs(self.backend.name)
+        m.library_files = found.library_files()
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()
         with self.context():
-            self._one_step(step)
+            self.one_step(step)
         return self.backend.peak_memory_bytes()
 
     def _timing(self, step) -> dict:
@@ -549,78 +453,25 @@ class Measurer:
             # until CALM_STEPS in a row take no page fault (at most settle_steps more) do not
             # count.
             self.calm_steps = 0
-            extra, settling_us = 0, self._one_step(step)
+            extra, settling_us = 0, self.one_step(step)
             while not self._settled(extra, settling_us):
-                self._check()
+                self.check()
                 extra += 1
-                settling_us += self._one_step(step)
+                settling_us += self.one_step(step)
             deadline = time.perf_counter() + self.settings.timing_budget_s
             for _ in range(self.settings.repeats):
-                self._check()
-                samples.append(self._one_step(step))
+                self.check()
+                samples.append(self.one_step(step))
                 faults.append(self.last_faults)
+                self._step_progress(
+                    "timing", "synchronised call", len(samples), self.settings.repeats
+                )
                 spent = len(samples) >= 5 and time.perf_counter() > deadline
                 if self.lockstep is not None and len(samples) >= 5:
                     spent = self.lockstep.any(spent)  # every rank stops at the same call
                 if spent:
                     break
         return timing_figures(samples, faults)
-
-
-def timing_figures(samples: list[float], faults: list[int]) -> dict:
-    """The timing pass's figures: median, min and max of its calls, with the median page faults."""
-    return {
-        "median_us": statistics.median(samples),
-        "min_us": min(samples),
-        "max_us": max(samples),
-        "repeats": len(samples),
-        "page_faults": statistics.median(faults) if faults else 0,
-    }
-
-
-class SettlingSchedule:
-    """A ``torch.profiler`` schedule that warms up until the measuring loop says the steps have
-    settled (``record_from``), then records ``active`` steps: a fixed warm-up is too short when
-    the profiler's start unsettles the allocator, and wasted when it does not."""
-
-    def __init__(self, actions, active: int) -> None:
-        self.actions = actions  # torch.profiler.ProfilerAction
-        self.active = active
-        self.first: int | None = None  # the first recorded step's number
-
-    @property
-    def recording(self) -> bool:
-        return self.first is not None
-
-    def record_from(self, step_num: int) -> None:
-        self.first = step_num
-
-    def __call__(self, step_num: int):
-        if self.first is None or step_num < self.first:
-            return self.actions.WARMUP
-        index = step_num - self.first
-        if index < self.active - 1:
-            return self.actions.RECORD
-        if index == self.active - 1:
-            return self.actions.RECORD_AND_SAVE
-        return self.actions.NONE
-
-
-@contextlib.contextmanager
-def _quiet_hook_warning():
-    """torch warns, at every torch.compile(module) call while global module hooks exist, that the
-    hooks fire for its wrapper too; the attribution pass's hooks skip the wrapper, and the user
-    did nothing to be warned about."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
-        yield
-
-
-def _page_faults() -> int:
-    if resource is None:
-        return 0
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_minflt + usage.ru_majflt
 
 
 def _busy() -> bool:
@@ -646,13 +497,3 @@ def _sites_by_root(host_events, dispatch_sites) -> dict:
         for i, root in enumerate(roots)
         if i < len(dispatch_sites) and dispatch_sites[i]
     }
-
-
-def _first_step_events(events) -> list:
-    steps = sorted(ev.step_events(events), key=lambda e: e.time_range.start)
-    if not steps:
-        return events
-    first = steps[0].time_range
-    return [
-        e for e in events if first.start <= e.time_range.start <= first.end and not ev.is_step(e)
-    ]

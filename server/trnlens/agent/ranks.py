@@ -18,8 +18,10 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 from . import errors, loader, rankmerge, ranktrace
+from .protocol import Progress, parse_agent_message
 from .runner import new_run_id
 
 MAX_RANKS = 64
@@ -51,7 +53,7 @@ def run(request: dict, progress, cancelled) -> dict:
     loader.materialize(root, request.get("sources") or {}, prune=True)
     with open(os.path.join(work, "request.json"), "w", encoding="utf-8") as handle:
         json.dump({**request, "type": "profile", "sources": {}}, handle)
-    progress("importing", 0, f"starting {nproc} ranks under torchrun")
+    progress(Progress(None, "importing", 0, f"starting {nproc} ranks under torchrun"))
     log_path = os.path.join(work, "torchrun.log")
     started = time.perf_counter()
     with open(log_path, "wb") as log:
@@ -69,7 +71,8 @@ def run(request: dict, progress, cancelled) -> dict:
         failure = _failure(outcomes, nproc, work, log_path, root, code)
         shutil.rmtree(work, ignore_errors=True)  # a failed run keeps nothing
         failed_rank = getattr(failure, "extra", {}).get("rank")
-        partial = None if failed_rank is None else (outcomes.get(failed_rank) or {}).get("result")
+        failed = outcomes.get(failed_rank) if isinstance(failed_rank, int) else None
+        partial = (failed or {}).get("result")
         if failure.kind != "user_code" or partial is None:
             raise failure
         # The user's code failed on a rank: like a single-process run, the run is a result
@@ -182,8 +185,9 @@ def _forward(path: str, offset: int, progress) -> int:
                 if not line.endswith("\n"):
                     break
                 offset += len(line.encode())
-                message = json.loads(line)
-                progress(message["phase"], message["variant"], f"rank 0: {message['message']}")
+                state = parse_agent_message(line)
+                if isinstance(state, Progress):
+                    progress(replace(state, message=f"rank 0: {state.message}"))
     except FileNotFoundError:
         pass
     return offset

@@ -21,7 +21,7 @@ import time
 import traceback
 
 from . import collectives, errors, loader
-from .protocol import parse_line
+from .protocol import Profile, Progress, format_message, parse_request
 
 
 def _die_with_parent() -> None:
@@ -48,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     work = (sys.argv[1:] if argv is None else argv)[0]
     rank = int(os.environ.get("RANK", "0"))
     with open(os.path.join(work, "request.json"), encoding="utf-8") as handle:
-        request = parse_line(handle.read())
+        parsed = parse_request(handle.read())
+    if not isinstance(parsed, Profile):
+        raise SystemExit(f"rank {rank}: request.json holds a {parsed.type}, not a profile")
+    request = parsed.fields
     with open(os.path.join(work, f"pid-{rank}"), "w") as handle:
         handle.write(str(os.getpid()))
     stack_file = open(os.path.join(work, f"stack-{rank}.txt"), "w")  # noqa: SIM115 (for life)
@@ -57,11 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGTERM, file=stack_file, all_threads=True, chain=True)
     progress_path = os.path.join(work, "progress.jsonl")
 
-    def progress(phase, variant, message):
+    def progress(state: Progress) -> None:
         if rank == 0:
             with open(progress_path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"phase": phase, "variant": variant,
-                                         "message": message}) + "\n")  # fmt: skip
+                handle.write(format_message(state) + "\n")
 
     outcome = _run(request, rank, work, progress)
     _write(os.path.join(work, f"rank-{rank}.json"), outcome)

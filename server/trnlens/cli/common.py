@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from trnlens import project, settings, warm
+from trnlens.agent.protocol import Progress
 from trnlens.cli import exitcodes, signals
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
 from trnlens.store import Store, StoreError
@@ -193,10 +194,10 @@ def execute(
         print("trnlens: --nproc-per-node must be at least 1", file=sys.stderr)
         return None, exitcodes.USAGE, None
 
-    def progress(message: dict) -> None:
+    def progress(state: Progress) -> None:
         if not args.quiet:
-            text = f" {message['message']}" if message.get("message") else ""
-            print(f"[{message['variant']}] {message['phase']}{text}", file=sys.stderr)
+            text = f" {state.message}" if state.message else ""
+            print(f"[{state.variant}] {state.phase}{text}", file=sys.stderr)
 
     try:
         if args.warm is not None:
@@ -224,7 +225,7 @@ def execute(
         return None, stopped.exit_code, None
     finally:
         store.close()  # the run is stored; nothing else writes
-    return outcome, exitcodes.OK, store
+    return outcome.data, exitcodes.OK, store  # the JSON the CLI prints and renders
 
 
 def report(args: argparse.Namespace, outcome: dict, text: str, runs: list[dict]) -> int:

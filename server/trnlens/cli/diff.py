@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from trnlens import history, project, results
+from trnlens import history, outcome, project
 from trnlens.cli import common, exitcodes
 from trnlens.cli.render import fmt_count, fmt_time, table
 from trnlens.store import Store
@@ -50,7 +50,10 @@ class NotFound(LookupError):
 def load(spec: str, store: Store | None) -> dict:
     path = Path(spec)
     if spec.endswith(".json") and path.is_file():
-        return results.check(json.loads(path.read_text("utf-8")))
+        read = outcome.parse(json.loads(path.read_text("utf-8")))
+        if isinstance(read, outcome.ComparisonResult):
+            raise ValueError(f"diff takes single runs, not a comparison ({spec})")
+        return read.data
     if store is None:
         raise NotFound(f"no run {spec!r}: no .trnlens/ store here (use --project DIR)")
     ids = store.find_run_id(spec)
@@ -75,10 +78,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    for run_ in (a, b):
-        if "variants" in run_:
-            print("trnlens: diff takes single runs, not a comparison", file=sys.stderr)
-            return exitcodes.USAGE
     threshold = args.fail_above if args.fail_above is not None else 100 * history.DEFAULT_THRESHOLD
     report = history.diff(a, b, threshold / 100)
     if not report["comparable"]:

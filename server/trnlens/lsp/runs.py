@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from trnlens import project
+from trnlens.agent.protocol import Progress
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.lsp import format, missing_inputs
 from trnlens.lsp.documents import analyse
 from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
+from trnlens.outcome import Outcome, runs
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings, SettingsError, TargetSettings
 from trnlens.store import StoreError
@@ -63,7 +65,7 @@ class Runs:
         job, new = self.queue.submit(Job(uri, qualname, target.name))
         position = self.queue.position(job)
         if new:
-            await self._begin(job, f"Profile {qualname}", root, path)
+            await self._begin(job, f"Profile {qualname}", root, path, "profile")
         return {
             "token": job.token,
             "state": job.state,
@@ -93,7 +95,7 @@ class Runs:
         if new:
             done = asyncio.get_running_loop().create_future()
             job.context.update(variants=variants, on_result=on_result, done=done, verb="comparing")
-            await self._begin(job, title or f"Compare {qualname}", root, path)
+            await self._begin(job, title or f"Compare {qualname}", root, path, "compare")
         return job, new  # type: ignore[return-value]
 
     def _check(
@@ -128,18 +130,19 @@ class Runs:
             raise RequestRefused(f"{path.name} has no function, method or nn.Module {qualname!r}")
         return root, path, target
 
-    async def _begin(self, job: Job, title: str, root: Path, path: Path) -> None:
+    async def _begin(self, job: Job, title: str, root: Path, path: Path, kind: str) -> None:
         position = self.queue.position(job)
         ready = asyncio.Event()
-        progress = RunProgress(self.server, job.token, title)
+        progress = RunProgress(self.server, job.token, title, kind, job.qualname)
         job.context.update(ready=ready, progress=progress, root=root, path=path)
         ahead = self.queue.running(job.target)
+        queued = ahead is not None and ahead is not job
         waiting = (
             f"queued behind {ahead.qualname} on {job.target} ({position} ahead)"
-            if ahead is not None and ahead is not job
+            if queued and ahead is not None
             else f"starting on {job.target}"
         )
-        await progress.begin(waiting)
+        await progress.begin(waiting, "queued" if queued else "starting")
         ready.set()  # only now may the lane start it: progress exists before any report
         self.server.refresh_lenses()
 
@@ -190,7 +193,7 @@ class Runs:
 
     # -- running
     async def _dropped(self, job: Job) -> None:
-        job.context["progress"].end("cancelled before it started")
+        job.context["progress"].end("cancelled before it started", "cancelled")
         _settle(job, {"cancelled": True})
 
     def _settled(self, job: Job) -> None:
@@ -212,7 +215,7 @@ class Runs:
                 self._run(job, settings, target, progress), settings.timeout_seconds
             )
         except asyncio.CancelledError:
-            progress.end("cancelled")
+            progress.end("cancelled", "cancelled")
             _settle(job, {"cancelled": True})
             raise
         except asyncio.TimeoutError:
@@ -222,7 +225,7 @@ class Runs:
             self._fail(job, str(exc))
         except AgentFailure as failure:
             if failure.kind == "cancelled":
-                progress.end("cancelled")
+                progress.end("cancelled", "cancelled")
                 _settle(job, {"cancelled": True})
             elif missing_inputs.is_missing_inputs(failure.error):
                 # one sentence for the toast; the lens, a diagnostic and its quick fix do the rest
@@ -264,13 +267,14 @@ class Runs:
         runner = _build_target(target, root)
         agent = self._agent(runner)
 
-        def on_progress(message: dict) -> None:
-            job.phase = message.get("phase", "")
-            detail = f" {message['message']}" if message.get("message") else ""
-            progress.report(f"{job.phase}{detail}")
+        def on_progress(state: Progress) -> None:
+            job.phase = state.phase
+            detail = f" {state.message}" if state.message else ""
+            progress.report(f"{job.phase}{detail}", state)
 
         progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
         store = self.server.store(root, create=True)
+        assert store is not None  # create=True: made when missing
         return await run_profile(request, store, runner, on_progress=on_progress, agent=agent)
 
     def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
@@ -283,27 +287,28 @@ class Runs:
             agent = self._agents[key] = AgentProcess(target)
         return agent
 
-    def _show(self, job: Job, outcome: dict[str, Any], mark) -> None:
+    def _show(self, job: Job, outcome: Outcome, mark) -> None:
         progress: RunProgress = job.context["progress"]
-        result = Result.parse(outcome)
+        result = outcome if isinstance(outcome, Result) else outcome.variants[0]
         doc = self.server.documents.get(job.uri)
         if doc is not None:
             doc.place(result, mark)
         if result.error:
-            progress.end(f"{job.qualname} raised: {result.error.get('message')}")
+            progress.end(f"{job.qualname} raised: {result.error.get('message')}", "raised")
         else:
-            progress.end(f"{job.qualname}: {format.headline(result)}")
+            progress.end(f"{job.qualname}: {format.headline(result)}", "succeeded")
         self.server.after_run(job.uri)
 
-    def _compared(self, job: Job, outcome: dict[str, Any], mark) -> None:
-        answer = job.context["on_result"](job, outcome, mark)
-        job.context["progress"].end(answer["message"])
+    def _compared(self, job: Job, outcome: Outcome, mark) -> None:
+        answer = job.context["on_result"](job, outcome.data, mark)
+        raised = any(run.error for run in runs(outcome))
+        job.context["progress"].end(answer["message"], "raised" if raised else "succeeded")
         self.server.show(f"trnlens: {answer['message']}")
         self.server.after_run(job.uri)
         _settle(job, {**answer, "token": job.token, "target": job.target})
 
     def _fail(self, job: Job, message: str, kind: str = "error") -> None:
-        job.context["progress"].end(f"failed: {message}")
+        job.context["progress"].end(f"failed: {message}", "failed")
         severity = types.MessageType.Warning if kind == "usage" else types.MessageType.Error
         verb = job.context.get("verb", "profiling")
         if "done" not in job.context:
@@ -365,7 +370,7 @@ def target_nproc(target: TargetSettings | None, strict: bool = True) -> int:
     value = (target.fields if target is not None else {}).get("nproc_per_node", 1)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-    if strict:
+    if strict and target is not None:  # None has no value to be bad: 1
         raise RequestRefused(
             f"trnlens.targets.{target.name}.nproc_per_node must be a positive integer, "
             f"not {value!r}"

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from trnlens import results
+from trnlens import outcome
 from trnlens.report import page
 from trnlens.report import views as report_views
 from trnlens.report.trace import MAX_EVENTS
@@ -55,11 +55,12 @@ def select(store: Store, what: str | None, root: Path) -> list[dict]:
         return store.comparison(found["run_id"])
     if what.endswith(".json") and Path(what).is_file():
         try:
-            result = results.check(json.loads(Path(what).read_text("utf-8")))
+            read = outcome.parse(json.loads(Path(what).read_text("utf-8")))
         except (OSError, ValueError) as exc:
             raise ReportError(f"{what}: {exc}") from None
-        if "variants" in result:
-            return list(result["variants"])
+        if isinstance(read, outcome.ComparisonResult):
+            return [run.data for run in read.variants]
+        result = read.data
         stored = store.comparison(result["run_id"]) if result.get("run_id") else []
         return stored or [result]
     ids = store.find_run_id(what)

@@ -9,6 +9,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 
+from trnlens.outcome import Outcome
 from trnlens.targets import bundle
 from trnlens.targets.base import Staged
 
@@ -49,7 +50,7 @@ class LocalTarget:
     async def stage(self, payload: dict, store) -> Staged:
         return Staged(payload)
 
-    async def collect(self, staged: Staged, outcome: dict, store) -> None:
+    async def collect(self, staged: Staged, outcome: Outcome, store) -> None:
         return None
 
     async def discard(self, staged: Staged) -> None:

@@ -33,6 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trnlens.outcome import Outcome, runs
 from trnlens.targets import bundle
 from trnlens.targets.base import Staged, redact
 from trnlens.targets.bundle import short_temp_dir
@@ -379,10 +380,10 @@ class SshTarget:
             "(the remote copy ran)"
         ]
 
-    async def collect(self, staged: Staged, outcome: dict, store) -> None:
-        if staged.run_dir is None:
-            raise TargetError("this run's artifacts were already fetched or discarded")
+    async def collect(self, staged: Staged, outcome: Outcome, store) -> None:
         # Fetch and remove in one round trip; discard() is then a no-op.
+        if staged.run_dir is None:
+            raise TargetError("the run's directory on the host is gone: run the profile again")
         data = await self.checked(
             ["sh", "-c", FETCH, "sh", staged.run_dir, ARCHIVE_MARK.decode()], "fetching artifacts"
         )
@@ -394,8 +395,7 @@ class SshTarget:
             )
         _extract(data, Path(store.staging_dir()))
         local_root, remote_src = staged.extras["local_root"], staged.extras["remote_src"]
-        runs = outcome["variants"] if "variants" in outcome else [outcome]
-        for run in runs:
+        for run in (found.data for found in runs(outcome)):
             run["warnings"].extend(staged.extras["warnings"])
             error = run.get("error")
             if error and error.get("traceback"):
