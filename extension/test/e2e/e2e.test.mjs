@@ -48,6 +48,7 @@ import {
   runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
+import { toasts, waitFor } from './editor-page.mjs';
 import { checkReport } from './report-browser.mjs';
 import { reportInWebview } from './report-webview.mjs';
 
@@ -160,19 +161,6 @@ async function hoverOver(page, lineText, word, expected) {
     },
     30_000,
   );
-}
-
-async function waitFor(what, probe, timeout) {
-  const deadline = Date.now() + timeout;
-  let last;
-  while (Date.now() < deadline) {
-    last = await probe();
-    if (last) {
-      return last;
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error(`timed out waiting for ${what} (last seen: ${JSON.stringify(last)})`);
 }
 
 /** Whether something listens on 127.0.0.1:port. */
@@ -364,7 +352,12 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await page.keyboard.type('17');
       await page.keyboard.press('Enter');
       await page.keyboard.press('Control+Alt+P');
-      await page.waitForTimeout(5000);
+      // The command's own end: the extension refuses before anything reaches the server, and
+      // says so. A run it had started instead would not end in this notification.
+      const refusal = await waitFor('the refusal to profile', async () =>
+        (await toasts(page)).find((text) => text.includes('does not run code in an untrusted workspace')), 60_000);
+      assert.match(refusal, /trust the workspace to profile it/);
+      assert.match(await statusText(page), /analysis only/);
       await page.screenshot({ path: join(ARTIFACTS, 'untrusted.png') });
     });
     assert.deepEqual(storedRuns(), before);
@@ -420,14 +413,21 @@ describe('trnlens in code-server', { concurrency: false }, () => {
         const popup = page.context().waitForEvent('page', { timeout: 90_000 });
         popup.catch(() => undefined);
         await runPaletteCommand(page, 'trnlens: Open in Neuron Explorer');
-        // VS Code may ask before opening a site, or say the browser blocked the new tab.
+        // VS Code may ask before opening a site, or say the browser blocked the new tab: wait for
+        // the page or such a dialog, whichever comes first, and answer the dialog.
+        const button = page.locator('.monaco-dialog-box .monaco-button', { hasText: /^(Open|Retry)$/ }).first();
         let explorer;
         const deadline = Date.now() + 90_000;
         while (!explorer && Date.now() < deadline) {
-          explorer = await Promise.race([popup, page.waitForTimeout(1000).then(() => undefined)]);
-          const button = page.locator('.monaco-dialog-box .monaco-button', { hasText: /^(Open|Retry)$/ });
-          if (!explorer && (await button.count()) > 0) {
-            await button.first().click().catch(() => undefined);
+          const dialog = button.waitFor({ timeout: Math.max(deadline - Date.now(), 1) }).then(() => 'dialog');
+          dialog.catch(() => undefined);
+          const next = await Promise.race([popup.catch(() => undefined), dialog.catch(() => undefined)]);
+          if (next === 'dialog') {
+            await button.click().catch(() => undefined);
+            await button.waitFor({ state: 'hidden', timeout: 10_000 }).catch(() => undefined);
+          } else {
+            explorer = next;
+            break;
           }
         }
         assert.ok(explorer, 'no Neuron Explorer page opened');
@@ -449,7 +449,8 @@ describe('trnlens in code-server', { concurrency: false }, () => {
         assert.ok(ingested[0].dir.startsWith(join(neuronSamples, '.trnlens', 'artifacts', runId)));
         assert.deepEqual(ingested[0].files.filter((f) => f.endsWith('.pb')), ['ntrace.pb', 'trace_info.pb']);
         await page.bringToFront();
-        await page.waitForTimeout(1000);
+        // A frame drawn since it came to the front (a page behind another may not draw at all).
+        await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => resolve())));
         await page.screenshot({ path: join(ARTIFACTS, 'explorer.png') });
       }, { folder: neuronSamples, env });
     } finally {
