@@ -144,7 +144,7 @@ export async function launchBrowser() {
 
 /** Presses `key` until `widget` shows, waiting up to 5 s for it after each press: a workbench
  * that is still starting drops the first keys (its keybindings are not registered yet). */
-async function pressUntilVisible(page, key, widget, attempts = 5) {
+export async function pressUntilVisible(page, key, widget, attempts = 5) {
   for (let attempt = 1; ; attempt++) {
     await page.keyboard.press(key);
     try {
