@@ -55,7 +55,8 @@ export async function lensAbove(page, lineText) {
 
 /** The texts of the notification toasts on screen now. */
 export async function toasts(page) {
-  const texts = await page.locator('.notifications-toasts .notification-toast').allTextContents();
+  // innerText: what is shown (textContent would add the CSS of the toast's list).
+  const texts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
   return texts.map(plain);
 }
 
