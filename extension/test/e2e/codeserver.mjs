@@ -107,6 +107,7 @@ export async function startCodeServer(dirs, { trust, env = {} }) {
       // already gone
     }
   };
+  // Polls /healthz (code-server signals readiness no other way) every 250 ms, up to a deadline.
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) {
@@ -141,6 +142,22 @@ export async function launchBrowser() {
   });
 }
 
+/** Presses `key` until `widget` shows, waiting up to 5 s for it after each press: a workbench
+ * that is still starting drops the first keys (its keybindings are not registered yet). */
+export async function pressUntilVisible(page, key, widget, attempts = 5) {
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press(key);
+    try {
+      await widget.waitFor({ state: 'visible', timeout: 5000 });
+      return;
+    } catch (error) {
+      if (attempt >= attempts) {
+        throw new Error(`${key} showed no ${widget} after ${attempts} presses: ${error.message}`);
+      }
+    }
+  }
+}
+
 /** Opens the workbench on `folder` and the file `name` in it (Quick Open). */
 export async function openFile(page, url, folder, name) {
   await page.goto(`${url}/?folder=${encodeURIComponent(folder)}`);
@@ -148,13 +165,7 @@ export async function openFile(page, url, folder, name) {
   // Quick Open needs the workbench to have keyboard focus.
   await page.locator('.monaco-workbench').click({ position: { x: 600, y: 300 } });
   const quickOpen = page.locator('.quick-input-widget input');
-  for (let attempt = 0; attempt < 5; attempt++) {
-    await page.keyboard.press('Control+P');
-    if (await quickOpen.isVisible().catch(() => false)) {
-      break;
-    }
-    await page.waitForTimeout(1000);
-  }
+  await pressUntilVisible(page, 'Control+P', quickOpen);
   await quickOpen.fill(name);
   await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor();
   await page.keyboard.press('Enter');
@@ -164,13 +175,7 @@ export async function openFile(page, url, folder, name) {
 /** Runs a command from the Command Palette by its full title (e.g. "trnlens: Show Log"). */
 export async function runPaletteCommand(page, title) {
   const input = page.locator('.quick-input-widget input');
-  for (let attempt = 0; attempt < 5; attempt++) {
-    await page.keyboard.press('Control+Shift+P');
-    if (await input.isVisible().catch(() => false)) {
-      break;
-    }
-    await page.waitForTimeout(1000);
-  }
+  await pressUntilVisible(page, 'Control+Shift+P', input);
   await input.fill(`>${title}`);
   await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor();
   await page.keyboard.press('Enter');

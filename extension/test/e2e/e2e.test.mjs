@@ -44,10 +44,12 @@ import {
   installExtension,
   launchBrowser,
   openFile,
+  pressUntilVisible,
   profileDirs,
   runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
+import { waitFor } from './editor-page.mjs';
 import { checkReport } from './report-browser.mjs';
 import { reportInWebview } from './report-webview.mjs';
 
@@ -160,19 +162,6 @@ async function hoverOver(page, lineText, word, expected) {
     },
     30_000,
   );
-}
-
-async function waitFor(what, probe, timeout) {
-  const deadline = Date.now() + timeout;
-  let last;
-  while (Date.now() < deadline) {
-    last = await probe();
-    if (last) {
-      return last;
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error(`timed out waiting for ${what} (last seen: ${JSON.stringify(last)})`);
 }
 
 /** Whether something listens on 127.0.0.1:port. */
@@ -364,8 +353,20 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       await page.keyboard.type('17');
       await page.keyboard.press('Enter');
       await page.keyboard.press('Control+Alt+P');
-      await page.waitForTimeout(5000);
+      // Nothing happening has no event to wait for: show instead why nothing can happen. The
+      // command is disabled until the workspace is trusted (its `enablement`), which VS Code
+      // applies to the keybinding and the Command Palette alike: once the palette lists
+      // trnlens's commands, the profiling ones are not among them.
+      const input = page.locator('.quick-input-widget input');
+      await pressUntilVisible(page, 'Control+Shift+P', input);
+      await input.fill('>trnlens: ');
+      const rows = page.locator('.quick-input-list .monaco-list-row');
+      await rows.filter({ hasText: 'trnlens: Show Log' }).first().waitFor({ timeout: 30_000 });
+      const listed = (await rows.allTextContents()).map(plain);
+      assert.ok(!listed.some((text) => /Profile|Compare/.test(text)), JSON.stringify(listed));
       await page.screenshot({ path: join(ARTIFACTS, 'untrusted.png') });
+      await page.keyboard.press('Escape');
+      assert.match(await statusText(page), /analysis only/);
     });
     assert.deepEqual(storedRuns(), before);
   });
@@ -420,14 +421,21 @@ describe('trnlens in code-server', { concurrency: false }, () => {
         const popup = page.context().waitForEvent('page', { timeout: 90_000 });
         popup.catch(() => undefined);
         await runPaletteCommand(page, 'trnlens: Open in Neuron Explorer');
-        // VS Code may ask before opening a site, or say the browser blocked the new tab.
+        // VS Code may ask before opening a site, or say the browser blocked the new tab: wait for
+        // the page or such a dialog, whichever comes first, and answer the dialog.
+        const button = page.locator('.monaco-dialog-box .monaco-button', { hasText: /^(Open|Retry)$/ }).first();
         let explorer;
         const deadline = Date.now() + 90_000;
         while (!explorer && Date.now() < deadline) {
-          explorer = await Promise.race([popup, page.waitForTimeout(1000).then(() => undefined)]);
-          const button = page.locator('.monaco-dialog-box .monaco-button', { hasText: /^(Open|Retry)$/ });
-          if (!explorer && (await button.count()) > 0) {
-            await button.first().click().catch(() => undefined);
+          const dialog = button.waitFor({ timeout: Math.max(deadline - Date.now(), 1) }).then(() => 'dialog');
+          dialog.catch(() => undefined);
+          const next = await Promise.race([popup.catch(() => undefined), dialog.catch(() => undefined)]);
+          if (next === 'dialog') {
+            await button.click().catch(() => undefined);
+            await button.waitFor({ state: 'hidden', timeout: 10_000 }).catch(() => undefined);
+          } else {
+            explorer = next;
+            break;
           }
         }
         assert.ok(explorer, 'no Neuron Explorer page opened');
@@ -449,7 +457,8 @@ describe('trnlens in code-server', { concurrency: false }, () => {
         assert.ok(ingested[0].dir.startsWith(join(neuronSamples, '.trnlens', 'artifacts', runId)));
         assert.deepEqual(ingested[0].files.filter((f) => f.endsWith('.pb')), ['ntrace.pb', 'trace_info.pb']);
         await page.bringToFront();
-        await page.waitForTimeout(1000);
+        // A frame drawn since it came to the front (a page behind another may not draw at all).
+        await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => resolve())));
         await page.screenshot({ path: join(ARTIFACTS, 'explorer.png') });
       }, { folder: neuronSamples, env });
     } finally {

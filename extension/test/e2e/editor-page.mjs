@@ -4,6 +4,8 @@
 /** Monaco renders spaces as U+00A0; compare text as the user reads it. */
 export const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
 
+/** Polls `probe` every 500 ms until it returns something truthy, which it returns, or throws
+ * at the deadline: for states the page raises no event for (a lens's text, a hover's). */
 export async function waitFor(what, probe, timeout) {
   const deadline = Date.now() + timeout;
   let last;
@@ -53,7 +55,8 @@ export async function lensAbove(page, lineText) {
 
 /** The texts of the notification toasts on screen now. */
 export async function toasts(page) {
-  const texts = await page.locator('.notifications-toasts .notification-toast').allTextContents();
+  // innerText: what is shown (textContent would add the CSS of the toast's list).
+  const texts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
   return texts.map(plain);
 }
 

@@ -113,11 +113,27 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
     await page.keyboard.press('Enter');
   }
 
-  /** The toasts that mention `word`, once at least one is up and a moment passed for a second. */
+  /** Runs `look` at a barrier ordered after everything that reached the editor so far: Select
+   * Target asks the server for its targets (a round trip), then shows a Quick Pick. Whatever the
+   * server sent before answering (a message, a command's error answer) was handled by the
+   * extension before that answer, and the extension host's calls to the workbench keep their
+   * order: a notification any of it causes is on screen once the Quick Pick is. */
+  async function afterServerRoundTrip(page, look) {
+    await runPaletteCommand(page, 'trnlens: Select Target');
+    await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'local' }).first().waitFor({ timeout: 30_000 });
+    try {
+      return await look();
+    } finally {
+      await page.keyboard.press('Escape');
+      await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 10_000 });
+    }
+  }
+
+  /** The toasts that mention `word`, counted once one is up and a round trip to the server has
+   * passed after it: a second toast about the same failure (the bug) would be up by then. */
   async function failureToasts(page, word) {
     await waitFor(`a notification about ${word}`, async () => (await toasts(page)).some((t) => t.includes(word)), 60_000);
-    await page.waitForTimeout(3000); // a second toast (the bug) would come right after the first
-    return (await toasts(page)).filter((t) => t.includes(word));
+    return afterServerRoundTrip(page, async () => (await toasts(page)).filter((t) => t.includes(word)));
   }
 
   it('cancel, missing inputs, quick fix, Undo and a refusal, each told once', async () => {
@@ -196,9 +212,18 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
       const undone = async () =>
         (await lineText(page, 'x =')) === null &&
         /^ *return torch/.test((await lineText(page, 'return torch.mul(x, weight)')) ?? '');
+      // The code of the edited lines, without the inlay hints that may follow it (they change
+      // by themselves as runs go stale): every Undo step changes it.
+      const edited = async () =>
+        JSON.stringify([
+          (await lineText(page, 'x ='))?.split('weight)')[0] ?? null,
+          (await lineText(page, 'return torch.mul(x, weight)'))?.split('weight)')[0] ?? null,
+        ]);
       for (let i = 0; i < 12 && !(await undone()); i++) {
+        const before = await edited();
         await page.keyboard.press('Control+Z');
-        await page.waitForTimeout(300);
+        // One step at a time: the next Ctrl+Z only once the editor shows this one's effect.
+        await waitFor('the editor to show the Undo', async () => (await edited()) !== before, 10_000);
       }
       assert.ok(await undone(), await lineText(page, 'return torch.mul(x, weight)'));
       assert.equal(await lineText(page, 'x ='), null);
@@ -261,14 +286,16 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
       await tab.first().waitFor({ timeout: 10_000 }); // titled by the function, not a run id
       // Make the report's panel 500 px wide: the editor groups share the window's width.
       const html = frame.locator('html');
+      const panelWidth = () => html.evaluate(() => document.scrollingElement.clientWidth);
       for (let i = 0; i < 4; i++) {
-        const width = await html.evaluate(() => document.scrollingElement.clientWidth);
+        const width = await panelWidth();
         if (Math.abs(width - 500) <= 12) {
           break;
         }
         const viewport = page.viewportSize();
         await page.setViewportSize({ width: viewport.width + 2 * (500 - width), height: viewport.height });
-        await page.waitForTimeout(1000);
+        // The workbench lays the panel out anew after the window's resize: measure it after that.
+        await waitFor('the report panel to follow the window', async () => (await panelWidth()) !== width, 10_000);
       }
       const seen = await html.evaluate(() => {
         const scroller = document.scrollingElement;
