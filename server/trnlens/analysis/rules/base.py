@@ -148,6 +148,14 @@ class Match:
     claim: str | None = None  # what kind of finding, where a rule reports more than one
 
 
+# A rule's optional ``scope``: where alone it can find anything, whatever its trigger words. The
+# engine skips a function outside every scope whose rules' words it mentions (engine._may_trigger)
+# and each rule's ``check`` must hold to it: ``LOOP_SCOPE``, only inside a loop or comprehension
+# of a module that imports torch; ``COMPILED_SCOPE``, only in a torch.compile'd function.
+LOOP_SCOPE = "loop"
+COMPILED_SCOPE = "compiled"
+
+
 class Rule(Protocol):
     code: str
     name: str  # short, for docs and `--help`

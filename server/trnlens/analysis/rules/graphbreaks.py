@@ -18,9 +18,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trnlens.analysis.compile_decorators import is_compiled
-from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.base import COMPILED_SCOPE, Context, Match
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical"})
 _LOGGERS = frozenset({"logging", "log", "logger", "_log", "_logger", "LOGGER", "LOG"})
@@ -56,6 +57,7 @@ class _BreakRule:
     summary: str
     triggers: frozenset[str]
     severity: str = SEVERITY
+    scope: ClassVar[str] = COMPILED_SCOPE  # found only in compiled functions (``_nodes``)
 
     def check(self, ctx: Context) -> Iterator[Match]:
         for node in _nodes(ctx):

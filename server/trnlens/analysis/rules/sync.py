@@ -21,9 +21,10 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
-from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.base import LOOP_SCOPE, Context, Match
 from trnlens.analysis.rules.cadence import (
     feeds_logging,
     for_checkpoint,
@@ -215,6 +216,7 @@ class _SyncRule:
     name: str
     summary: str
     triggers: frozenset[str]
+    scope: ClassVar[str] = LOOP_SCOPE  # found only in loops of modules importing torch (``check``)
 
     def check(self, ctx: Context) -> Iterator[Match]:
         if not ctx.info.imports_torch:
