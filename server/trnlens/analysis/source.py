@@ -124,9 +124,11 @@ _CONTINUATION = re.compile(r"(else|elif|except|finally)\b")
 def statement_starts(lines: list[str]) -> list[int]:
     """0-based lines where a top-level statement may start, from indentation alone.
 
-    Decorators stay with what they decorate. A line at column 0 inside a multi-line string or
-    bracket is a false start: the text before it then fails to parse on its own, which the
-    caller (``engine``) detects and repairs by merging chunks.
+    Decorators stay with what they decorate, and so do the comment lines at column 0 just above
+    a statement (or its decorators), after the first: a comment there may say why the function
+    is written as it is (rules/stated.py reads it with the function). A line at column 0 inside
+    a multi-line string or bracket is a false start: the text before it then fails to parse on
+    its own, which the caller (``engine``) detects and repairs by merging chunks.
     """
     starts: list[int] = []
     previous_decorator = False
@@ -134,6 +136,10 @@ def statement_starts(lines: list[str]) -> list[int]:
         if not _STATEMENT.match(line) or _CONTINUATION.match(line):
             continue
         if not previous_decorator:
+            if starts:
+                floor = starts[-1] + 1
+                while i > floor and lines[i - 1].startswith("#"):
+                    i -= 1
             starts.append(i)
         previous_decorator = line.startswith("@")
     return starts
