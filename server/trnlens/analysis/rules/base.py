@@ -15,6 +15,7 @@ from typing import Protocol
 from trnlens.analysis.dataflow import Def, Flow
 from trnlens.analysis.patterns import ModuleInfo
 from trnlens.analysis.source import SourceText
+from trnlens.analysis.walk import parent_table
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
@@ -112,12 +113,7 @@ class Context:
 
     @cached_property
     def parents(self) -> dict[int, ast.AST]:
-        table: dict[int, ast.AST] = {}
-        for stmt in self.body:
-            for node in ast.walk(stmt):
-                for child in ast.iter_child_nodes(node):
-                    table[id(child)] = node
-        return table
+        return parent_table(self.body)
 
     def text(self, node: ast.AST) -> str:
         return self.src.segment(node)

@@ -41,6 +41,7 @@ from trnlens.analysis.rules.devices import (
     on_device,
     on_host,
 )
+from trnlens.analysis.walk import walk
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -156,7 +157,7 @@ _READS = SAME_PLACE | {"to", "cuda", "cpu", "item", "size", "dim", "tolist", "nu
 @lru_cache(maxsize=256)  # AST nodes hash by identity; one loop is asked about many times
 def _changed(loop: ast.AST) -> frozenset[str]:
     found: set[str] = set()
-    for node in ast.walk(loop):
+    for node in walk(loop):
         if isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store):
             found.update(_root_names(node))
         elif isinstance(node, ast.Call) and not _reads_only(node.func):
@@ -183,7 +184,7 @@ def _reads_only(func: ast.expr) -> bool:
 def _free_names(node: ast.AST, ctx: Context) -> list[str]:
     """Names ``node`` reads, modules (torch, math, numpy) left out."""
     modules = ctx.info.torch | ctx.info.functional | {"math", "np", "numpy"}
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in modules]
+    return [n.id for n in walk(node) if isinstance(n, ast.Name) and n.id not in modules]
 
 
 def _root_names(node: ast.AST) -> list[str]:
@@ -194,7 +195,7 @@ def _root_names(node: ast.AST) -> list[str]:
 
 def _stored(node: ast.AST) -> frozenset[str]:
     return frozenset(
-        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     )
 
 
@@ -331,7 +332,7 @@ def _read_again(call: ast.Call, ctx: Context, loop: ast.AST) -> str | None:
     receiver = ast.dump(call.func.value)  # type: ignore[attr-defined]
     others = [
         other
-        for other in ast.walk(loop)
+        for other in walk(loop)
         if other is not call
         and _method(other, {"item"}) is not None
         and ast.dump(other.func.value) == receiver  # type: ignore[attr-defined]
@@ -417,7 +418,7 @@ def _copies_each_element(call: ast.Call, hit: _InLoop) -> bool:
         return False
     roots = _root_names(_strip_same_place(call.func.value))  # type: ignore[attr-defined]
     targets = {
-        n.id for gen in hit.loop.generators for n in ast.walk(gen.target) if isinstance(n, ast.Name)
+        n.id for gen in hit.loop.generators for n in walk(gen.target) if isinstance(n, ast.Name)
     }
     return bool(roots) and roots[0] in targets
 
@@ -511,7 +512,7 @@ def _each_device_in_turn(node: ast.Call, ctx: Context, hit: _InLoop) -> bool:
     device = next((k.value for k in node.keywords if k.arg == "device"), None)
     if device is None or isinstance(device, ast.Attribute) or not isinstance(hit.loop, ast.For):
         return False
-    targets = {n.id for n in ast.walk(hit.loop.target) if isinstance(n, ast.Name)}
+    targets = {n.id for n in walk(hit.loop.target) if isinstance(n, ast.Name)}
     return any(n in targets for n in _free_names(device, ctx))
 
 
@@ -549,7 +550,7 @@ def _runs_once(node: ast.AST, ctx: Context, hit: _InLoop) -> bool:
 
 def _walk_list(body: list[ast.stmt] | ast.expr) -> list[ast.AST]:
     roots = body if isinstance(body, list) else [body]
-    return [n for root in roots for n in ast.walk(root)]
+    return [n for root in roots for n in walk(root)]
 
 
 class InvariantToDeviceInLoop(_SyncRule):
