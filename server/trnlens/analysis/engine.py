@@ -421,7 +421,8 @@ _compiled = is_compiled  # decorated with torch.compile (rules/graphbreaks.py)
 # a torch.compile'd function. Their trigger words ("to", "print", "info", "sum"...) are in most
 # functions' text, while few functions loop or are compiled: tested too, these spare the walk
 # of most of the functions the words alone let through (transformers' model files).
-_LOOP_WORD = re.compile(r"\b(?:for|while)\b")  # every loop and comprehension says one
+# Every loop and comprehension says one of these.
+_LOOP_WORDS = [(word, re.compile(word + r"\b")) for word in ("for", "while")]
 
 
 @dataclass(frozen=True)
@@ -435,9 +436,14 @@ class _Triggers:
     texts: list[str]
 
     def mentioned(self, text: str) -> bool:
-        return any(_has_word(text, word, pattern) for word, pattern in self.words) or any(
-            piece in text for piece in self.texts
-        )
+        # Written out (no generator, the substring test inline): this runs on every chunk.
+        for word, pattern in self.words:
+            if word in text and _has_word(text, word, pattern):
+                return True
+        for piece in self.texts:
+            if piece in text:
+                return True
+        return False
 
 
 def _trigger_words(rules: Sequence[Rule]) -> _Triggers | None:
@@ -531,7 +537,7 @@ def _text_may_trigger(text: str, info: ModuleInfo, compiled: bool | None) -> boo
     if (
         info.imports_torch
         and LOOP_SCOPE in _TRIGGERS
-        and _LOOP_WORD.search(text)
+        and any(_has_word(text, word, pattern) for word, pattern in _LOOP_WORDS)
         and _mentions_a_trigger(text, LOOP_SCOPE)
     ):
         return True

@@ -14,6 +14,8 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 
 from trnlens.analysis.model import Location
 
@@ -22,12 +24,12 @@ class SourceText:
     def __init__(self, text: str) -> None:
         self.text = text
         self.lines = text.splitlines(keepends=True)
-        self._starts: list[int] = []
-        pos = 0
-        for line in self.lines:
-            self._starts.append(pos)
-            pos += len(line)
-        self._starts.append(pos)  # one past the last line, for end positions at EOF
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        """Where each line starts, and one past the last line (for end positions at EOF):
+        computed when a position is first asked for, which most chunks never are."""
+        return list(accumulate(map(len, self.lines), initial=0))
 
     def line(self, row: int) -> str:
         return self.lines[row - 1] if 0 < row <= len(self.lines) else ""

@@ -35,7 +35,9 @@ def walk(node: ast.AST) -> list[ast.AST]:
         current = found[i]
         i += 1
         kind = type(current)
-        fields = fields_of.get(kind) or _fields(kind)
+        fields = fields_of.get(kind)
+        if fields is None:  # not `or`: a leaf's fields are an empty tuple
+            fields = _fields(kind)
         for name in fields:
             value = getattr(current, name, None)
             if type(value) is list:
@@ -63,7 +65,9 @@ def parent_table(body: list[ast.stmt]) -> dict[int, ast.AST]:
     while stack:
         current = stack.pop()
         kind = type(current)
-        fields = fields_of.get(kind) or _fields(kind)
+        fields = fields_of.get(kind)
+        if fields is None:  # not `or`: a leaf's fields are an empty tuple
+            fields = _fields(kind)
         for name in fields:
             value = getattr(current, name, None)
             if type(value) is list:
