@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import cast
 
 from trnlens.analysis.compile_decorators import is_compiled
 from trnlens.analysis.fixes import add_missing_import, shifted, to_finding
@@ -318,7 +319,7 @@ def _module_facts(chunks: list[_Chunk]) -> tuple[ModuleInfo, int]:
     statements = [s for c in chunks if _has_word(c.text, "import", _IMPORT) for s in c.body]
     import_row = 1
     for chunk in chunks:
-        stmt = (chunk.body or [None])[0]
+        stmt = chunk.body[0] if chunk.body else None
         is_doc = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
         is_future = isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
         if not (is_doc or is_future):
@@ -350,7 +351,7 @@ def _chunk_facts(chunk: _Chunk) -> HostFacts:
 # -- analysis ---------------------------------------------------------------------------------
 def _analyse_chunk(chunk: _Chunk, info: ModuleInfo) -> list[Finding]:
     key = (chunk.key, info)
-    cached = _ANALYSED.get(key)
+    cached = cast("list[Finding] | None", _ANALYSED.get(key))
     if cached is None:
         body = chunk.body
         if _only_definitions(body) and not _text_may_trigger(chunk.text, info, compiled=None):
@@ -358,7 +359,7 @@ def _analyse_chunk(chunk: _Chunk, info: ModuleInfo) -> list[Finding]:
         src = SourceText(chunk.text)
         cached = [f for ctx in _contexts(src, info, body) for f in _run(ctx)]
         _ANALYSED.put(key, cached)
-    return [shifted(f, chunk.start - 1) for f in cached]  # type: ignore[union-attr]
+    return [shifted(f, chunk.start - 1) for f in cached]
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

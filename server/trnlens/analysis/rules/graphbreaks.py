@@ -112,7 +112,9 @@ class ValueToPythonInCompiled(_BreakRule):
 
     def message(self, ctx: Context, node: ast.AST) -> str | None:
         call = _attr_call(node)
-        if call is None or call[1] not in _TO_PYTHON or node.args or node.keywords:  # type: ignore[union-attr]
+        if call is None or call[1] not in _TO_PYTHON or not isinstance(node, ast.Call):
+            return None
+        if node.args or node.keywords:
             return None
         return (
             f"likely graph break: `.{call[1]}()` copies a tensor's value out to Python: it "

@@ -21,7 +21,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
 from trnlens.analysis.rules.base import LOOP_SCOPE, Context, Match
@@ -71,7 +71,7 @@ class _InLoop:
 def _in_loops(ctx: Context) -> Iterator[_InLoop]:
     """Every node inside a loop body (or a comprehension), with its innermost loop: found once
     per function for all the sync rules, and not looked for where the function has no loop."""
-    found = ctx.memo.get("sync.in_loops")
+    found = cast("list[_InLoop] | None", ctx.memo.get("sync.in_loops"))
     if found is None:
         has_loop = any(type(node) in _LOOP_TYPES for node in ctx.nodes)
         hits = _find_in_loops(ctx) if has_loop else iter(())
@@ -122,7 +122,8 @@ def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
                 # around it (if any), not to this one.
                 if outer is not None:
                     yield _InLoop(child, outer[0], outer[1])
-                yield from visit(child, *(outer or (None, frozenset())), outer=None)
+                around, around_stored = outer or (None, frozenset())
+                yield from visit(child, around, around_stored, outer=None)
                 continue
             inner_loop, inner_stored = loop, stored
             if isinstance(child, _LOOPS + _COMPREHENSIONS):
@@ -238,7 +239,7 @@ class _SyncRule:
                 claim=claim,
             )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         raise NotImplementedError
 
 
@@ -277,7 +278,7 @@ class ItemInLoop(_SyncRule):
             frozenset({"item"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         call = _method(hit.node, {"item"})
         if call is None or on_host(call.func.value, ctx):  # type: ignore[attr-defined]
             return None  # `.item()` of a host tensor (`.cpu()`'s result...) is no device sync
@@ -357,7 +358,7 @@ class CopyToHostInLoop(_SyncRule):
             frozenset({"cpu", "numpy", "tolist", "to"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         call = _method(hit.node, {"cpu", "numpy", "tolist"}) or _to_host(hit.node)
         if call is None:
             return None
@@ -479,7 +480,7 @@ class TensorFromHostInLoop(_SyncRule):
             frozenset({"tensor", "as_tensor", "from_numpy"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         call = op_call(hit.node, {"tensor", "as_tensor", "from_numpy"}, ctx.info)
         if call is None or call.is_method:
             return None
@@ -562,7 +563,7 @@ class InvariantToDeviceInLoop(_SyncRule):
             frozenset({"to", "cuda"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         node = hit.node
         if not (isinstance(node, ast.Call) and device_target(node) is not None):
             return None  # `.to(dtype)`, `.to(x.dtype)`, `.to(other)`: a cast, or may be one
@@ -634,7 +635,7 @@ class ImplicitBoolInLoop(_SyncRule):
         # `x.any()`, `torch.all(...)`, `bool(t.any())`: never the words of prose or `all(xs)`.
         self.text_triggers = frozenset({".any(", ".all("})
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         node = hit.node
         if (
             isinstance(node, ast.Call)
@@ -649,8 +650,8 @@ class ImplicitBoolInLoop(_SyncRule):
                 values = assigned_values(ctx, node.id)
                 if not values or not all(_device_tensor(v, ctx, names=False) for v in values):
                     return None
-            elif not _device_tensor(node, ctx, names=False):
-                return None
+            elif not isinstance(node, ast.expr) or not _device_tensor(node, ctx, names=False):
+                return None  # (a truth test is always an expression)
             spelled = ctx.text(node)
         else:
             return None
