@@ -529,11 +529,23 @@ def _may_trigger(ctx: Context) -> bool:
     return _text_may_trigger(text, ctx.info, _compiled(func))
 
 
+# A line holding only a comment: no name of the code is on it (inside a string it is text).
+_COMMENT_LINE = re.compile(r"^[ \t]*#.*\n?", re.MULTILINE)
+
+
 def _text_may_trigger(text: str, info: ModuleInfo, compiled: bool | None) -> bool:
     """Whether code whose source is ``text`` may hold something a rule runs on: a trigger of a
     rule of any scope, or of the loop scope with a loop keyword in a module importing torch, or
     of the compiled scope in a compiled function (``compiled`` None: perhaps, if the text says
-    so: a whole chunk, which may hold one)."""
+    so: a whole chunk, which may hold one). Comment lines say "to", "for" and "mean" as often
+    as code does: a text that passes is tested again without them (a quarter of the functions
+    that pass on transformers' model files do not then)."""
+    if not _words_may_trigger(text, info, compiled):
+        return False
+    return "#" not in text or _words_may_trigger(_COMMENT_LINE.sub("", text), info, compiled)
+
+
+def _words_may_trigger(text: str, info: ModuleInfo, compiled: bool | None) -> bool:
     if _mentions_a_trigger(text):
         return True
     if (
