@@ -13,7 +13,9 @@ The first three are measured in ``--rounds`` rounds (default 5), one after the o
 round, so that a slow spell of this shared machine weighs on all of them alike: each figure is the
 median over the rounds with its min-max, and each ratio the median of the per-round ratios. A
 plain warning says when ruff's own times spread by more than 25%: ratios from such a run are
-rough. Goals: at most 3x ruff's time cold; the second run at most 0.5 s.
+rough. Goals: at most 3x ruff's time cold; the second run at most 0.5 s. The findings of the
+cold run are compared with the before figure's: identical, or what was added and removed (a
+speed change must leave them identical; a rule change says what it changed).
 Run: .venv/bin/python bench/bench_check.py [--against REV] [--rounds N]
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import resource
 import shutil
@@ -42,7 +45,7 @@ def copy_tree(root: Path) -> tuple[int, int]:
         name = str(f)
         if name.startswith("transformers/models/") and f.name.startswith("modeling_"):
             if name.endswith(".py"):
-                text = dist.locate_file(f).read_text(encoding="utf-8")
+                text = Path(str(dist.locate_file(f))).read_text(encoding="utf-8")
                 target = root / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
@@ -68,9 +71,13 @@ def merge_base() -> str:
     ).stdout.strip()  # fmt: skip
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+OUTPUTS: dict[str, bytes] = {}  # the first output of each trnlens command, compared below
+
+
+def timed(command: list[str], env: dict[str, str], key: str = "") -> tuple[float, float]:
     """Wall seconds, and CPU seconds (user + system, the process and its workers): on a shared
-    machine the CPU figure shows the work done whatever the other processes take."""
+    machine the CPU figure shows the work done whatever the other processes take. The output
+    is kept under ``key`` (the first time), to compare the findings."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True)
@@ -79,7 +86,28 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     if done.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed: {done.stderr.decode()[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if key:
+        OUTPUTS.setdefault(key, done.stdout)
     return elapsed, cpu
+
+
+def compare_findings(before: bytes, after: bytes) -> str:
+    """Whether the two JSON outputs are identical; else what each has that the other lacks."""
+    if before == after:
+        return "identical to the before figure's (byte for byte)"
+    old = {json.dumps(f, sort_keys=True) for f in json.loads(before)}
+    new = {json.dumps(f, sort_keys=True) for f in json.loads(after)}
+
+    def said(found: set[str]) -> str:
+        return ", ".join(
+            f"{f['code']} {Path(f['filename']).name}:{f['location']['row']}"
+            for f in map(json.loads, sorted(found))
+        )
+
+    return (
+        f"{len(new - old)} added ({said(new - old) or '-'}), "
+        f"{len(old - new)} removed ({said(old - new) or '-'}) against the before figure's"
+    )
 
 
 NOISY_SPREAD = 0.25  # ruff's (max - min) / median above which the run is called noisy
@@ -96,8 +124,8 @@ def main() -> None:
     args = parser.parse_args()
     against = args.against or merge_base()
     rounds: list[dict[str, tuple[float, float]]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
         tree = tmp / "tree"
         n_files, n_lines = copy_tree(tree)
         before = extract(against, tmp / "before")
@@ -109,9 +137,9 @@ def main() -> None:
         load = os.getloadavg()[0]
         for _ in range(args.rounds):
             shutil.rmtree(tmp / "cache", ignore_errors=True)
-            measured = {"ruff": timed(ruff_command, env), "before": timed(trn, old_env)}
+            measured = {"ruff": timed(ruff_command, env), "before": timed(trn, old_env, "before")}
             shutil.rmtree(tmp / "cache", ignore_errors=True)
-            measured["cold"] = timed(trn, env)  # an empty cache: fills it
+            measured["cold"] = timed(trn, env, "cold")  # an empty cache: fills it
             measured["warm"] = timed(trn, env)
             rounds.append(measured)
             load = max(load, os.getloadavg()[0])
@@ -147,6 +175,7 @@ def main() -> None:
     warm = statistics.median(r["warm"][0] for r in rounds)
     met = "met" if warm <= 0.5 else "NOT met"
     print(f"  second run: {warm:.2f} s wall, median (goal <= 0.5 s: {met})")
+    print(f"  findings: {compare_findings(OUTPUTS['before'], OUTPUTS['cold'])}")
     ruffs = [r["ruff"][0] for r in rounds]
     spread = (max(ruffs) - min(ruffs)) / statistics.median(ruffs)
     if len(rounds) > 1 and spread > NOISY_SPREAD:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
@@ -120,15 +121,50 @@ def test_the_engine_keeps_at_most_about_a_thousand_chunks_asts(monkeypatch) -> N
     assert kept <= 1100 * per_chunk
 
 
+def test_a_batch_keeps_no_ast_past_its_file(monkeypatch) -> None:
+    """``trnlens check`` frees each file's ASTs with the file (engine.asts_freed_per_file), and
+    the language server's cache size is back afterwards."""
+    import gc
+
+    from trnlens.analysis import engine
+
+    for cache in ("_ANALYSED", "_PARSES", "_FACTS"):
+        monkeypatch.setattr(engine, cache, engine._LRU(65536))
+    monkeypatch.setattr(engine, "_PARSED", engine._LRU(1024))
+    source = "import torch\n\n\ndef f(x):\n    y = x + {i}\n" + RMS.replace("x", "y")
+    before = sum(1 for o in gc.get_objects() if issubclass(type(o), ast.AST))
+    with engine.asts_freed_per_file():
+        for i in range(50):
+            assert [f.code for f in analyse_source(source.format(i=i), f"m{i}.py")] == ["TRN001"]
+        kept = sum(1 for o in gc.get_objects() if issubclass(type(o), ast.AST)) - before
+    assert kept <= 0
+    assert engine._PARSED._size == 1024
+    analyse_source(source.format(i=50), "m50.py")  # kept again, as the language server wants
+    assert sum(1 for o in gc.get_objects() if issubclass(type(o), ast.AST)) > before
+
+
 def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
     """``_may_trigger`` looks at text, rules at names: the text test must never say no where a
-    rule's triggers are among the function's names (it may say yes more often), except for the
-    rules that give narrower text triggers (``.any(``): there it must never say no where the
-    rule would find something."""
+    rule's triggers are among the function's names and the function is in the rule's scope (a
+    loop in a module importing torch, a compiled function; it may say yes more often), except
+    for the rules that give narrower text triggers (``.any(``): there it must never say no where
+    the rule would find something. The same holds of the test on a whole chunk of definitions."""
     from pathlib import Path
 
     from trnlens.analysis import engine
+    from trnlens.analysis.compile_decorators import is_compiled
     from trnlens.analysis.rules import ALL_RULES
+    from trnlens.analysis.rules.base import COMPILED_SCOPE, LOOP_SCOPE
+
+    def in_scope(rule: object, ctx: engine.Context) -> bool:
+        scope = getattr(rule, "scope", None)
+        if scope == LOOP_SCOPE:
+            loops = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp)
+            has_loop = any(isinstance(n, (*loops, ast.GeneratorExp)) for n in ctx.nodes)
+            return ctx.info.imports_torch and has_loop
+        if scope == COMPILED_SCOPE:
+            return ctx.func is not None and is_compiled(ctx.func)
+        return True
 
     crafted = textwrap.dedent('''
         import torch
@@ -144,7 +180,7 @@ def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
             return x + 1
 
 
-        def one_line(x, d): "doc"; return x.to(d)
+        def one_line(x, d): "doc"; return x.mean(d)
 
 
         def into(x):
@@ -161,6 +197,16 @@ def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
             for x in xs:
                 if model(x).any():
                     return x
+
+
+        def moves_in_a_loop(xs, d):
+            return [x.to(d) for x in xs]
+
+
+        @torch.compile
+        def compiled_prints(x):
+            print(x)
+            return x
     ''')
     sources = [crafted] + [p.read_text() for p in Path("samples").glob("*.py")]
     said: dict[str, bool] = {}
@@ -169,16 +215,26 @@ def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
         info, _ = engine._module_facts(chunks)
         for chunk in chunks:
             src = engine.SourceText(chunk.text)
+            chunk_may = not engine._only_definitions(chunk.body) or engine._text_may_trigger(
+                chunk.text, info, compiled=None
+            )
             for ctx in engine._contexts(src, info, chunk.body):
                 may = engine._may_trigger(ctx)
                 by_name = [r for r in ALL_RULES if not getattr(r, "text_triggers", None)]
-                triggered = any(not rule.triggers.isdisjoint(ctx.names) for rule in by_name)
+                triggered = any(
+                    not rule.triggers.isdisjoint(ctx.names) and in_scope(rule, ctx)
+                    for rule in by_name
+                )
                 assert may or not triggered, (ctx.qualname, sorted(ctx.names))
-                if not may:
+                assert chunk_may or not triggered, (ctx.qualname, sorted(ctx.names))
+                if not (may and chunk_may):
                     found = [m for rule in ALL_RULES for m in rule.check(ctx)]
                     assert not found, (ctx.qualname, [m.code for m in found])
                 said[ctx.qualname or ""] = may
-    assert said["moves"] and said["one_line"] and said["tensor_any"]
+    assert said["one_line"] and said["tensor_any"]
+    assert said["moves_in_a_loop"] and said["compiled_prints"]
+    # "to" and "mean" are sync and fused-op words, but no loop is there for a sync rule.
+    assert not said["moves"]
     assert not said["prose_only"] and not said["into"] and not said["log_prose"]
 
 

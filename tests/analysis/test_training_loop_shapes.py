@@ -315,12 +315,35 @@ def test_a_stated_reason_keeps_the_finding_and_drops_the_fix() -> None:
         "class N:\n    # written out because rms_norm is not supported by the exporter\n"
         "    def rms(self, x):\n"
         "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n",
+        # Above a top-level def: the comment lines go with the def's chunk (source.py).
+        "x = 1\n\n\n# not torch.rms_norm: the exporter does not support it\n@staticmethod\n"
+        "def rms(x):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n",
+        # Above a method past the first of a class long enough to be cut into its members.
+        "class N:\n"
+        + "".join(f"    def m{i}(self):\n        return {i}\n\n" for i in range(20))
+        + "    # written out because rms_norm is not supported by the exporter\n"
+        "    def rms(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n",
     ],
-    ids=["comment_in_the_function", "comment_above_the_method"],
+    ids=[
+        "comment_in_the_function",
+        "comment_above_the_method",
+        "comment_above_a_top_level_function",
+        "comment_above_a_method_of_a_long_class",
+    ],
 )
 def test_a_comment_is_a_reason_too(source: str) -> None:
     (finding,) = findings(HEADER + source, "TRN001")
     assert finding.fix is None and "exporter" in finding.message
+
+
+def test_a_comment_above_with_a_blank_line_between_is_no_reason() -> None:
+    source = (
+        "x = 1\n\n# not torch.rms_norm: the exporter does not support it\n\n"
+        "def rms(x):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n"
+    )
+    (finding,) = findings(HEADER + source, "TRN001")
+    assert finding.fix is not None
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from trnlens.analysis.atomic import write_atomic
-from trnlens.analysis.engine import analyse_source
+from trnlens.analysis.engine import analyse_source, asts_freed_per_file, keep_asts
 from trnlens.analysis.fixes import apply_edits
 from trnlens.analysis.model import Finding
 from trnlens.analysis.source import decode
@@ -140,14 +140,14 @@ def _run(
     workers: int,
 ) -> list[FileResult]:
     if len(paths) < PARALLEL_THRESHOLD or workers < 2:
-        with _no_cyclic_gc():
+        with _no_cyclic_gc(), asts_freed_per_file():
             return [check_file(p, select, ignore, fix) for p in paths]
     n = len(paths)
     # Biggest files first, a few at a time: model files differ in size by 100x, and a big one
     # handed out last would leave the other cores idle while it runs.
     order = sorted(range(n), key=lambda i: -_size(paths[i]))
     ordered = [paths[i] for i in order]
-    with ProcessPoolExecutor(max_workers=workers, initializer=gc.disable) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker) as pool:
         chunk = max(1, min(4, n // (workers * 16)))
         done = list(
             pool.map(check_file, ordered, [select] * n, [ignore] * n, [fix] * n, chunksize=chunk)
@@ -156,6 +156,13 @@ def _run(
     for i, result in zip(order, done, strict=True):
         results[i] = result
     return results
+
+
+def _start_worker() -> None:
+    """A worker lives for one batch: no cyclic collector (``_no_cyclic_gc``), and no AST kept
+    past its file (``engine.asts_freed_per_file``)."""
+    gc.disable()
+    keep_asts(0)
 
 
 @contextmanager

@@ -14,6 +14,8 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from trnlens.analysis.walk import walk
+
 Env = dict[str, "Def"]
 
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -97,7 +99,7 @@ class Flow:
         if isinstance(stmt, _FUNCTION_NODES):
             # A nested def's free names may read ours: count them as uses so that no fix deletes an
             # assignment a closure still reads.
-            for node in ast.walk(stmt):
+            for node in walk(stmt):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in env:
                     self._use(node, env)
             return {**env, stmt.name: Def(stmt.name, None, stmt)}
@@ -134,7 +136,7 @@ class Flow:
         return self._opaque(env, _assigned_in(stmt), stmt)
 
     def _loads(self, node: ast.AST, env: Env) -> None:
-        for child in ast.walk(node):
+        for child in walk(node):
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
                 self._use(child, env)
 
@@ -163,16 +165,17 @@ def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
 
 
 def _stored_names(node: ast.AST) -> set[str]:
-    return {
-        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-    }
+    return {n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _assigned_in(stmt: ast.stmt) -> set[str]:
-    names = _stored_names(stmt)
-    for node in ast.walk(stmt):
-        if isinstance(node, _FUNCTION_NODES[:2] + (ast.ClassDef,)):
-            names.add(node.name)
+    names: set[str] = set()
+    for node in walk(stmt):  # one walk for all three kinds (this runs per nested block)
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+        elif isinstance(node, _FUNCTION_NODES[:2] + (ast.ClassDef,)):
+            names.add(node.name)  # type: ignore[union-attr]
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names

@@ -11,6 +11,7 @@ import ast
 from dataclasses import dataclass
 
 from trnlens.analysis.patterns import dotted
+from trnlens.analysis.walk import walk
 
 
 def names_cpu(node: ast.AST | None) -> bool:
@@ -50,7 +51,7 @@ def host_facts(statements: list[ast.stmt]) -> HostFacts:
     other: set[str] = set()
     setters: set[tuple[str, str]] = set()
     for stmt in statements:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     if isinstance(target, ast.Attribute) and dotted(target.value) == "self":

@@ -14,6 +14,8 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 
 from trnlens.analysis.model import Location
 
@@ -22,12 +24,12 @@ class SourceText:
     def __init__(self, text: str) -> None:
         self.text = text
         self.lines = text.splitlines(keepends=True)
-        self._starts: list[int] = []
-        pos = 0
-        for line in self.lines:
-            self._starts.append(pos)
-            pos += len(line)
-        self._starts.append(pos)  # one past the last line, for end positions at EOF
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        """Where each line starts, and one past the last line (for end positions at EOF):
+        computed when a position is first asked for, which most chunks never are."""
+        return list(accumulate(map(len, self.lines), initial=0))
 
     def line(self, row: int) -> str:
         return self.lines[row - 1] if 0 < row <= len(self.lines) else ""
@@ -124,9 +126,11 @@ _CONTINUATION = re.compile(r"(else|elif|except|finally)\b")
 def statement_starts(lines: list[str]) -> list[int]:
     """0-based lines where a top-level statement may start, from indentation alone.
 
-    Decorators stay with what they decorate. A line at column 0 inside a multi-line string or
-    bracket is a false start: the text before it then fails to parse on its own, which the
-    caller (``engine``) detects and repairs by merging chunks.
+    Decorators stay with what they decorate, and so do the comment lines at column 0 just above
+    a statement (or its decorators), after the first: a comment there may say why the function
+    is written as it is (rules/stated.py reads it with the function). A line at column 0 inside
+    a multi-line string or bracket is a false start: the text before it then fails to parse on
+    its own, which the caller (``engine``) detects and repairs by merging chunks.
     """
     starts: list[int] = []
     previous_decorator = False
@@ -134,6 +138,10 @@ def statement_starts(lines: list[str]) -> list[int]:
         if not _STATEMENT.match(line) or _CONTINUATION.match(line):
             continue
         if not previous_decorator:
+            if starts:
+                floor = starts[-1] + 1
+                while i > floor and lines[i - 1].startswith("#"):
+                    i -= 1
             starts.append(i)
         previous_decorator = line.startswith("@")
     return starts

@@ -1,9 +1,11 @@
-"""TRN006: hand-written attention, ``softmax(q @ k.transpose(-2, -1) * scale [+ mask]) @ v``.
+"""TRN006: hand-written attention, ``softmax(q @ k.transpose(-2, -1) [* scale] [+ mask]) @ v``.
 
 ``F.scaled_dot_product_attention`` computes the same in one fused kernel without materialising
 the score matrix. The fix is offered only when the attention weights are not used elsewhere
 (returned, stored): SDPA does not return them. Dropout between the softmax and the product
-is not matched (its randomness makes the two incomparable).
+is not matched (its randomness makes the two incomparable). Scores without a scale (T5 folds
+it into the initialisation of the query projection) get ``scale=1.0``: SDPA's default would
+divide by the square root of the head size.
 """
 
 from __future__ import annotations
@@ -41,6 +43,39 @@ def _transposed(ctx: Context, node: ast.expr, parts: Parts) -> ast.expr | None:
     return call.operand
 
 
+# SDPA's ``scale=`` for scores not scaled at all (its default is 1 / sqrt(head size)).
+UNSCALED = "1.0"
+
+
+def _fallback_of_the_fused_op(ctx: Context, node: ast.AST) -> bool:
+    """In a branch whose other branch calls SDPA (timm's ``if self.fused_attn: ... else:``):
+    the code already uses the fused kernel where it can, and keeps the written-out form for
+    where it cannot (timm: ONNX export); the fix would take that fallback away."""
+    child, parents = node, ctx.parents
+    while (parent := parents.get(id(child))) is not None:
+        if isinstance(parent, ast.If):
+            if any(s is child for s in parent.body):
+                other = parent.orelse
+            elif any(s is child for s in parent.orelse):
+                other = parent.body
+            else:
+                other = []
+            if any(_calls_sdpa(stmt) for stmt in other):
+                return True
+        child = parent
+    return False
+
+
+def _calls_sdpa(stmt: ast.stmt) -> bool:
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name == "scaled_dot_product_attention":
+                return True
+    return False
+
+
 def _is_minus_inf(node: ast.expr) -> bool:
     text = ast.unparse(node).replace(" ", "")
     return text in {"float('-inf')", 'float("-inf")', "-float('inf')", '-float("inf")', "-math.inf"}
@@ -57,7 +92,7 @@ class AttentionRule:
             pair = _matmul(ctx, node) if isinstance(node, ast.expr) else None
             if pair is not None:
                 match = self._match(ctx, node, *pair)  # type: ignore[arg-type]
-                if match is not None:
+                if match is not None and not _fallback_of_the_fused_op(ctx, node):
                     yield match
 
     def _match(self, ctx: Context, node: ast.expr, probs: ast.expr, v: ast.expr) -> Match | None:
@@ -80,11 +115,11 @@ class AttentionRule:
             mask_text = f"~({ctx.text(fill.args[0])})"
             parts.ops.append(scores)
             scores = parts.follow(ctx, fill.operand)  # type: ignore[arg-type]
-        found = self._scaled_scores(ctx, scores, parts)
+        found = self._scores(ctx, scores, parts)
         if found is None and isinstance(scores, ast.BinOp) and isinstance(scores.op, ast.Add):
             for inner, mask in ((scores.left, scores.right), (scores.right, scores.left)):
                 trial = Parts()
-                found = self._scaled_scores(ctx, parts.follow(ctx, inner), trial)
+                found = self._scores(ctx, parts.follow(ctx, inner), trial)
                 if found is not None and mask_text is None:
                     mask_text = ctx.text(mask)
                     parts.ops.extend([*trial.ops, scores])
@@ -96,12 +131,14 @@ class AttentionRule:
         q, k, scale = found
         parts.ops.append(node)
         n = len(parts.ops)
+        unscaled = "" if scale != UNSCALED else " (no scale on the product: scale=1.0 keeps that)"
         match = Match(
             code=self.code,
             message=(
                 f"naive attention: {n} separate dispatches and {n - 1} intermediate tensors "
                 "(the full score matrix among them); "
                 "torch.nn.functional.scaled_dot_product_attention runs as one fused kernel"
+                + unscaled
             ),
             node=node,
             ops=list(parts.ops),
@@ -123,6 +160,27 @@ class AttentionRule:
         if len(removed) != len({id(d) for d in parts.defs if d.value is not None}):
             match.replacements, match.fix_message = [], None  # the weights are used elsewhere
         return match
+
+    def _scores(
+        self, ctx: Context, node: ast.expr, parts: Parts
+    ) -> tuple[ast.expr, ast.expr, str] | None:
+        """``q @ k^T``, scaled or not: (q, k, the scale for SDPA's ``scale=``)."""
+        return self._scaled_scores(ctx, node, parts) or self._unscaled_scores(ctx, node, parts)
+
+    def _unscaled_scores(
+        self, ctx: Context, node: ast.expr, parts: Parts
+    ) -> tuple[ast.expr, ast.expr, str] | None:
+        """``q @ k^T`` alone (T5): SDPA with ``scale=1.0`` computes exactly that product."""
+        pair = _matmul(ctx, node)
+        if pair is None:
+            return None
+        trial = Parts()
+        k = _transposed(ctx, pair[1], trial)
+        if k is None:
+            return None
+        parts.ops.extend([*trial.ops, node])
+        parts.defs.extend(trial.defs)
+        return pair[0], k, UNSCALED
 
     def _scaled_scores(
         self, ctx: Context, node: ast.expr, parts: Parts

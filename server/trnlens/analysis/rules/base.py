@@ -15,6 +15,7 @@ from typing import Protocol
 from trnlens.analysis.dataflow import Def, Flow
 from trnlens.analysis.patterns import ModuleInfo
 from trnlens.analysis.source import SourceText
+from trnlens.analysis.walk import parent_table
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
@@ -112,12 +113,7 @@ class Context:
 
     @cached_property
     def parents(self) -> dict[int, ast.AST]:
-        table: dict[int, ast.AST] = {}
-        for stmt in self.body:
-            for node in ast.walk(stmt):
-                for child in ast.iter_child_nodes(node):
-                    table[id(child)] = node
-        return table
+        return parent_table(self.body)
 
     def text(self, node: ast.AST) -> str:
         return self.src.segment(node)
@@ -146,6 +142,14 @@ class Match:
     # sync the code needs.
     severity: str | None = None
     claim: str | None = None  # what kind of finding, where a rule reports more than one
+
+
+# A rule's optional ``scope``: where alone it can find anything, whatever its trigger words. The
+# engine skips a function outside every scope whose rules' words it mentions (engine._may_trigger)
+# and each rule's ``check`` must hold to it: ``LOOP_SCOPE``, only inside a loop or comprehension
+# of a module that imports torch; ``COMPILED_SCOPE``, only in a torch.compile'd function.
+LOOP_SCOPE = "loop"
+COMPILED_SCOPE = "compiled"
 
 
 class Rule(Protocol):

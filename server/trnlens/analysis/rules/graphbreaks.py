@@ -18,9 +18,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trnlens.analysis.compile_decorators import is_compiled
-from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.base import COMPILED_SCOPE, Context, Match
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical"})
 _LOGGERS = frozenset({"logging", "log", "logger", "_log", "_logger", "LOGGER", "LOG"})
@@ -56,6 +57,7 @@ class _BreakRule:
     summary: str
     triggers: frozenset[str]
     severity: str = SEVERITY
+    scope: ClassVar[str] = COMPILED_SCOPE  # found only in compiled functions (``_nodes``)
 
     def check(self, ctx: Context) -> Iterator[Match]:
         for node in _nodes(ctx):
@@ -110,7 +112,9 @@ class ValueToPythonInCompiled(_BreakRule):
 
     def message(self, ctx: Context, node: ast.AST) -> str | None:
         call = _attr_call(node)
-        if call is None or call[1] not in _TO_PYTHON or node.args or node.keywords:  # type: ignore[union-attr]
+        if call is None or call[1] not in _TO_PYTHON or not isinstance(node, ast.Call):
+            return None
+        if node.args or node.keywords:
             return None
         return (
             f"likely graph break: `.{call[1]}()` copies a tensor's value out to Python: it "

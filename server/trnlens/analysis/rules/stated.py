@@ -49,7 +49,9 @@ def stated_reason(ctx: Context, code: str) -> str | None:
 
 def _passages(ctx: Context) -> list[str]:
     """Docstring sentences and comments of the function, its class's docstring, and the
-    comment lines just above the ``def`` (or its decorators)."""
+    comment lines just above the ``def`` (or its decorators): in the chunk's text for a
+    top-level function or a member of a long class too (``source.statement_starts`` keeps them
+    with the definition below)."""
     func = ctx.func
     assert func is not None
     found: list[str] = []

@@ -21,9 +21,10 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar, cast
 
 from trnlens.analysis.patterns import dotted, is_module_ref, op_call
-from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.base import LOOP_SCOPE, Context, Match
 from trnlens.analysis.rules.cadence import (
     feeds_logging,
     for_checkpoint,
@@ -40,6 +41,7 @@ from trnlens.analysis.rules.devices import (
     on_device,
     on_host,
 )
+from trnlens.analysis.walk import walk
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -69,7 +71,7 @@ class _InLoop:
 def _in_loops(ctx: Context) -> Iterator[_InLoop]:
     """Every node inside a loop body (or a comprehension), with its innermost loop: found once
     per function for all the sync rules, and not looked for where the function has no loop."""
-    found = ctx.memo.get("sync.in_loops")
+    found = cast("list[_InLoop] | None", ctx.memo.get("sync.in_loops"))
     if found is None:
         has_loop = any(type(node) in _LOOP_TYPES for node in ctx.nodes)
         hits = _find_in_loops(ctx) if has_loop else iter(())
@@ -120,7 +122,8 @@ def _find_in_loops(ctx: Context) -> Iterator[_InLoop]:
                 # around it (if any), not to this one.
                 if outer is not None:
                     yield _InLoop(child, outer[0], outer[1])
-                yield from visit(child, *(outer or (None, frozenset())), outer=None)
+                around, around_stored = outer or (None, frozenset())
+                yield from visit(child, around, around_stored, outer=None)
                 continue
             inner_loop, inner_stored = loop, stored
             if isinstance(child, _LOOPS + _COMPREHENSIONS):
@@ -155,7 +158,7 @@ _READS = SAME_PLACE | {"to", "cuda", "cpu", "item", "size", "dim", "tolist", "nu
 @lru_cache(maxsize=256)  # AST nodes hash by identity; one loop is asked about many times
 def _changed(loop: ast.AST) -> frozenset[str]:
     found: set[str] = set()
-    for node in ast.walk(loop):
+    for node in walk(loop):
         if isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store):
             found.update(_root_names(node))
         elif isinstance(node, ast.Call) and not _reads_only(node.func):
@@ -182,7 +185,7 @@ def _reads_only(func: ast.expr) -> bool:
 def _free_names(node: ast.AST, ctx: Context) -> list[str]:
     """Names ``node`` reads, modules (torch, math, numpy) left out."""
     modules = ctx.info.torch | ctx.info.functional | {"math", "np", "numpy"}
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in modules]
+    return [n.id for n in walk(node) if isinstance(n, ast.Name) and n.id not in modules]
 
 
 def _root_names(node: ast.AST) -> list[str]:
@@ -193,7 +196,7 @@ def _root_names(node: ast.AST) -> list[str]:
 
 def _stored(node: ast.AST) -> frozenset[str]:
     return frozenset(
-        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     )
 
 
@@ -215,6 +218,7 @@ class _SyncRule:
     name: str
     summary: str
     triggers: frozenset[str]
+    scope: ClassVar[str] = LOOP_SCOPE  # found only in loops of modules importing torch (``check``)
 
     def check(self, ctx: Context) -> Iterator[Match]:
         if not ctx.info.imports_torch:
@@ -235,7 +239,7 @@ class _SyncRule:
                 claim=claim,
             )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         raise NotImplementedError
 
 
@@ -274,7 +278,7 @@ class ItemInLoop(_SyncRule):
             frozenset({"item"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         call = _method(hit.node, {"item"})
         if call is None or on_host(call.func.value, ctx):  # type: ignore[attr-defined]
             return None  # `.item()` of a host tensor (`.cpu()`'s result...) is no device sync
@@ -329,7 +333,7 @@ def _read_again(call: ast.Call, ctx: Context, loop: ast.AST) -> str | None:
     receiver = ast.dump(call.func.value)  # type: ignore[attr-defined]
     others = [
         other
-        for other in ast.walk(loop)
+        for other in walk(loop)
         if other is not call
         and _method(other, {"item"}) is not None
         and ast.dump(other.func.value) == receiver  # type: ignore[attr-defined]
@@ -354,7 +358,7 @@ class CopyToHostInLoop(_SyncRule):
             frozenset({"cpu", "numpy", "tolist", "to"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         call = _method(hit.node, {"cpu", "numpy", "tolist"}) or _to_host(hit.node)
         if call is None:
             return None
@@ -415,7 +419,7 @@ def _copies_each_element(call: ast.Call, hit: _InLoop) -> bool:
         return False
     roots = _root_names(_strip_same_place(call.func.value))  # type: ignore[attr-defined]
     targets = {
-        n.id for gen in hit.loop.generators for n in ast.walk(gen.target) if isinstance(n, ast.Name)
+        n.id for gen in hit.loop.generators for n in walk(gen.target) if isinstance(n, ast.Name)
     }
     return bool(roots) and roots[0] in targets
 
@@ -476,7 +480,7 @@ class TensorFromHostInLoop(_SyncRule):
             frozenset({"tensor", "as_tensor", "from_numpy"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         call = op_call(hit.node, {"tensor", "as_tensor", "from_numpy"}, ctx.info)
         if call is None or call.is_method:
             return None
@@ -509,7 +513,7 @@ def _each_device_in_turn(node: ast.Call, ctx: Context, hit: _InLoop) -> bool:
     device = next((k.value for k in node.keywords if k.arg == "device"), None)
     if device is None or isinstance(device, ast.Attribute) or not isinstance(hit.loop, ast.For):
         return False
-    targets = {n.id for n in ast.walk(hit.loop.target) if isinstance(n, ast.Name)}
+    targets = {n.id for n in walk(hit.loop.target) if isinstance(n, ast.Name)}
     return any(n in targets for n in _free_names(device, ctx))
 
 
@@ -547,7 +551,7 @@ def _runs_once(node: ast.AST, ctx: Context, hit: _InLoop) -> bool:
 
 def _walk_list(body: list[ast.stmt] | ast.expr) -> list[ast.AST]:
     roots = body if isinstance(body, list) else [body]
-    return [n for root in roots for n in ast.walk(root)]
+    return [n for root in roots for n in walk(root)]
 
 
 class InvariantToDeviceInLoop(_SyncRule):
@@ -559,7 +563,7 @@ class InvariantToDeviceInLoop(_SyncRule):
             frozenset({"to", "cuda"}),
         )
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         node = hit.node
         if not (isinstance(node, ast.Call) and device_target(node) is not None):
             return None  # `.to(dtype)`, `.to(x.dtype)`, `.to(other)`: a cast, or may be one
@@ -631,7 +635,7 @@ class ImplicitBoolInLoop(_SyncRule):
         # `x.any()`, `torch.all(...)`, `bool(t.any())`: never the words of prose or `all(xs)`.
         self.text_triggers = frozenset({".any(", ".all("})
 
-    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str] | None:
+    def message(self, ctx: Context, hit: _InLoop) -> str | tuple[str, str | None] | None:
         node = hit.node
         if (
             isinstance(node, ast.Call)
@@ -646,8 +650,8 @@ class ImplicitBoolInLoop(_SyncRule):
                 values = assigned_values(ctx, node.id)
                 if not values or not all(_device_tensor(v, ctx, names=False) for v in values):
                     return None
-            elif not _device_tensor(node, ctx, names=False):
-                return None
+            elif not isinstance(node, ast.expr) or not _device_tensor(node, ctx, names=False):
+                return None  # (a truth test is always an expression)
             spelled = ctx.text(node)
         else:
             return None
