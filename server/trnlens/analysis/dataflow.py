@@ -175,7 +175,7 @@ def _assigned_in(stmt: ast.stmt) -> set[str]:
             if isinstance(node.ctx, ast.Store):
                 names.add(node.id)
         elif isinstance(node, _FUNCTION_NODES[:2] + (ast.ClassDef,)):
-            names.add(node.name)  # type: ignore[union-attr]
+            names.add(node.name)
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names

@@ -109,8 +109,10 @@ def op_call(node: ast.AST, names: set[str] | frozenset[str], info: ModuleInfo) -
 
 def number(node: ast.AST | None) -> float | None:
     """The value of a numeric literal (``2``, ``-1``, ``0.5``); None for anything else."""
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return float(node.value)
+    if isinstance(node, ast.Constant):
+        value = node.value
+        # bool is an int subclass, but True is no number here
+        return float(value) if isinstance(value, int | float) and type(value) is not bool else None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         inner = number(node.operand)
         if inner is not None:

@@ -130,8 +130,8 @@ def names_device(node: ast.AST | None) -> bool:
     if isinstance(node, ast.Call):
         name = dotted(node.func) or ""
         return name.endswith("torch.device") or name == "device"
-    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
-    return isinstance(name, str) and "cpu" not in name and name.lower().endswith("device")
+    ident = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return isinstance(ident, str) and "cpu" not in ident and ident.lower().endswith("device")
 
 
 def device_target(call: ast.Call) -> ast.expr | None:

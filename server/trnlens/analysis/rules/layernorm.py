@@ -54,9 +54,9 @@ def _variance_of(
     value = parts.follow(ctx, node)
     var = op_call(value, {"var"}, ctx.info)
     if var is not None and var.operand is not None:
+        unbiased = var.keywords.get("unbiased")
         biased = number(var.keywords.get("correction")) == 0 or (
-            isinstance(var.keywords.get("unbiased"), ast.Constant)
-            and var.keywords["unbiased"].value is False  # type: ignore[union-attr]
+            isinstance(unbiased, ast.Constant) and unbiased.value is False
         )
         if biased and is_last_dim(var.arg(0, "dim")) and is_true(var.keywords.get("keepdim")):
             if ctx.flow.same(var.operand, x):

@@ -71,8 +71,10 @@ def _reduced(call: OpCall | None, parts: Parts) -> float | None:
 def _logsumexp(ctx: Context, node: ast.expr, parts: Parts) -> tuple[ast.expr, float] | None:
     """``torch.logsumexp(x, dim, keepdim=True)`` / ``x.logsumexp(...)``: (x, dim)."""
     call = op_call(node, {"logsumexp"}, ctx.info)
-    dim = _reduced(call, parts)
-    return None if dim is None else (call.operand, dim)  # type: ignore[union-attr]
+    dim = _reduced(call, parts)  # None unless the call and its operand are there
+    if dim is None or call is None or call.operand is None:
+        return None
+    return call.operand, dim
 
 
 def _log_sum_exp(ctx: Context, node: ast.expr, parts: Parts) -> tuple[ast.expr, float] | None:
@@ -83,9 +85,9 @@ def _log_sum_exp(ctx: Context, node: ast.expr, parts: Parts) -> tuple[ast.expr, 
     trial = Parts()
     total = op_call(trial.follow(ctx, log.operand), {"sum"}, ctx.info)
     dim = _reduced(total, trial)
-    if dim is None:
+    if dim is None or total is None or total.operand is None:
         return None
-    z = _exp_operand(ctx, total.operand, trial)  # type: ignore[union-attr]
+    z = _exp_operand(ctx, total.operand, trial)
     if z is None:
         return None
     parts.ops.extend([*trial.ops, log.node])
