@@ -336,7 +336,7 @@ def in_process(text: str, samples: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.py"
         path.write_text(text)
-        doc = server.open_document(path.as_uri(), text)
+        doc = server.services.ctx.open_document(path.as_uri(), text)
         handler = server.protocol.fm.features[types.TEXT_DOCUMENT_CODE_LENS]
         params = types.CodeLensParams(types.TextDocumentIdentifier(doc.uri))
         unstructure = server.protocol._converter.unstructure

@@ -272,6 +272,12 @@ class ProfiledDocument:
         self.inputs_failures.pop(result.qualname, None)  # it ran: it has its inputs now
         return placement
 
+    def clear_runs(self) -> None:
+        """Forgets every run shown here, the earlier ones too (an Undo must not bring a cleared
+        run back)."""
+        self.placements.clear()
+        self.superseded.clear()
+
     def _def_offset(self, result: Result) -> int:
         analysis = self.analysis()
         run_line = result.data["function"].get("line")
@@ -352,7 +358,13 @@ def _relpath(path: Path, root: Path) -> str:
 
 
 def compiled_lines(result: Result, relpath: str) -> set[int]:
-    # Imported here: lsp/compiled.py imports this module.
-    from trnlens.lsp.compiled import lines_in
-
-    return lines_in(result, relpath)
+    """0-based lines of this file where the run's torch.compile broke the graph: anchored, so
+    that lsp/compiled.py's diagnostics on them follow edits."""
+    data = result.data.get("compile")
+    if not isinstance(data, dict):
+        return set()
+    return {
+        b["line"] - 1
+        for b in data.get("breaks") or []
+        if b.get("path") == relpath and isinstance(b.get("line"), int) and b["line"] >= 1
+    }
