@@ -39,7 +39,6 @@ from trnlens.lsp.context import Context
 from trnlens.lsp.diagnostics import SOURCE
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.run_findings import static_verdict
-from trnlens.lsp.queue import Job
 from trnlens.lsp.runs import RequestRefused, Runs
 from trnlens.results import Result
 from trnlens.settings import LOCAL, Settings

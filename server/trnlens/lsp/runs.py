@@ -24,7 +24,7 @@ from trnlens import project
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.lsp import format, missing_inputs
 from trnlens.lsp.context import Context
-from trnlens.lsp.documents import EditMark, analyse
+from trnlens.lsp.documents import analyse
 from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
 from trnlens.results import Result, SchemaMismatch
