@@ -9,6 +9,8 @@ comparison (``trnlens.server.measureFix``): original, fixed and compiled, on the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lsprotocol import types
 
 from trnlens.lsp.analysis import Analysed, AnalysisService
@@ -26,7 +28,7 @@ def _overlaps(a: types.Range, b: types.Range) -> bool:
     return _key(a.start) <= _key(b.end) and _key(b.start) <= _key(a.end)
 
 
-def _wanted(kind: str, only: list[str] | None) -> bool:
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
     return not only or any(kind == o or kind.startswith(o + ".") for o in only)
 
 

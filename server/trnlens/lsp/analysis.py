@@ -225,8 +225,9 @@ class AnalysisService:
             return []
         analysed = self.current(doc)
         found = []
-        for qualname in dict.fromkeys(f.qualname for f in analysed.findings if f.variant_source):
-            symbol = structure.symbols.get(qualname) if qualname else None
+        fused = (f.qualname for f in analysed.findings if f.variant_source and f.qualname)
+        for qualname in dict.fromkeys(fused):
+            symbol = structure.symbols.get(qualname)
             line = structure.header_line_now(symbol) if symbol else None
             if symbol is None or line is None:
                 continue

@@ -13,7 +13,14 @@ import attrs
 
 
 @attrs.frozen
-class FunctionArgument:
+class Argument:
+    """A command's argument; ``USAGE`` spells its keys for the refusal of a bad one."""
+
+    USAGE: ClassVar[str] = "{}"
+
+
+@attrs.frozen
+class FunctionArgument(Argument):
     """A function of a file, on a target (default: ``trnlens.target``)."""
 
     USAGE: ClassVar[str] = "{uri, qualname, target?}"
@@ -23,7 +30,7 @@ class FunctionArgument:
 
 
 @attrs.frozen
-class MeasureFixArgument:
+class MeasureFixArgument(Argument):
     USAGE: ClassVar[str] = "{uri, qualname, code?, target?}"
     uri: str
     qualname: str
@@ -32,14 +39,14 @@ class MeasureFixArgument:
 
 
 @attrs.frozen
-class HistoryArgument:
+class HistoryArgument(Argument):
     USAGE: ClassVar[str] = "{uri, qualname}"
     uri: str
     qualname: str
 
 
 @attrs.frozen
-class CancelArgument:
+class CancelArgument(Argument):
     """That function's job, a file's jobs, or (nothing given) every job."""
 
     USAGE: ClassVar[str] = "{uri?, qualname?}"
@@ -48,20 +55,20 @@ class CancelArgument:
 
 
 @attrs.frozen
-class SelectTargetArgument:
+class SelectTargetArgument(Argument):
     USAGE: ClassVar[str] = "{target?, ask?}"
     target: str | None = None
     ask: bool = True
 
 
 @attrs.frozen
-class ClearArgument:
+class ClearArgument(Argument):
     USAGE: ClassVar[str] = "{uri?}"
     uri: str | None = None
 
 
 @attrs.frozen
-class ExplorerArgument:
+class ExplorerArgument(Argument):
     USAGE: ClassVar[str] = "{uri?, qualname?, runId?, target?, uiPort?, apiPort?}"
     uri: str | None = None
     qualname: str | None = None
@@ -72,7 +79,7 @@ class ExplorerArgument:
 
 
 @attrs.frozen
-class ReportArgument:
+class ReportArgument(Argument):
     USAGE: ClassVar[str] = "{uri?, qualname?, runId?, show?}"
     uri: str | None = None
     qualname: str | None = None

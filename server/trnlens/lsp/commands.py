@@ -18,6 +18,7 @@ from trnlens.lsp import open_explorer as explorer
 from trnlens.lsp import report as run_report
 from trnlens.lsp.analysis import RunFailed
 from trnlens.lsp.command_args import (
+    Argument,
     CancelArgument,
     ClearArgument,
     ExplorerArgument,
@@ -160,7 +161,7 @@ class Command:
     """A command's handler and the type its one argument is structured to."""
 
     handler: Callable[[Services, Any], Awaitable[Answer]]
-    argument: type
+    argument: type[Argument]
 
 
 HANDLERS: dict[str, Command] = {

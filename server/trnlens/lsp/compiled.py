@@ -64,7 +64,7 @@ def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnos
             found.append(_warning(doc, line, message, "graph-break"))
         measured = [r for r in data.get("recompiles") or [] if r.get("phase") == "measured"]
         symbol = analysis.symbols.get(result.qualname) if analysis else None
-        def_line = analysis.def_line_now(symbol) if symbol else None
+        def_line = analysis.def_line_now(symbol) if analysis and symbol else None
         if measured and def_line is not None:
             guards = "; ".join(dict.fromkeys(r["guard"] for r in measured))
             count = len(measured)

@@ -124,6 +124,12 @@ class Context:
                 self.show(f"trnlens: {store.recovered}", types.MessageType.Warning)
         return self._stores[root]
 
+    def run_store(self, root: Path) -> Store:
+        """The project's store for a run to go in, created by the first one."""
+        store = self.store(root, create=True)
+        assert store is not None  # create=True makes one or raises StoreError
+        return store
+
     def close_stores(self) -> None:
         for store in self._stores.values():
             store.close()

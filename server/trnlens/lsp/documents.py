@@ -201,7 +201,7 @@ class ProfiledDocument:
         edits: list[Change | dict[int, int]] = []
         ranged = [Change.from_lsp(c) for c in changes]
         if all(c is not None for c in ranged):
-            edits.extend(ranged)
+            edits.extend(c for c in ranged if c is not None)
         else:  # a full-text change: diff the lines instead
             edits.append(diff_map(self.text.splitlines(), new_text.splitlines()))
         self.text = new_text
@@ -282,7 +282,7 @@ class ProfiledDocument:
         analysis = self.analysis()
         run_line = result.data["function"].get("line")
         symbol = analysis.symbols.get(result.qualname) if analysis else None
-        if symbol is None or not run_line:
+        if analysis is None or symbol is None or not run_line:
             return 0
         now = analysis.def_line_now(symbol)
         return 0 if now is None else now - (run_line - 1)

@@ -37,7 +37,7 @@ def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
     for qualname, placement in doc.placements.items():
         symbol = analysis.symbols.get(qualname)
         line = analysis.header_line_now(symbol) if symbol else None
-        if line is None:
+        if symbol is None or line is None:
             continue
         position = types.Position(line, symbol.def_column)
         arguments = [_arguments(doc, placement, show=True)]

@@ -268,7 +268,7 @@ class Runs:
             progress.report(f"{job.phase}{detail}")
 
         progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
-        store = self.ctx.store(root, create=True)
+        store = self.ctx.run_store(root)
         return await run_profile(request, store, runner, on_progress=on_progress, agent=agent)
 
     def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
@@ -354,7 +354,7 @@ def target_nproc(target: TargetSettings | None, strict: bool = True) -> int:
     value = (target.fields if target is not None else {}).get("nproc_per_node", 1)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-    if strict:
+    if strict and target is not None:  # no target: the value is the default, 1
         raise RequestRefused(
             f"trnlens.targets.{target.name}.nproc_per_node must be a positive integer, "
             f"not {value!r}"

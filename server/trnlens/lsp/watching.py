@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -385,6 +386,7 @@ class Watching:
         if self.ctx.store(root) is None:
             return answer
         threshold = self.ctx.config.settings_for(root).regression_threshold
-        work = (history_answer, answer, path, root, relpath, qualname, current, from_buffer)
-        work += (threshold,)
-        return await asyncio.get_running_loop().run_in_executor(self._history_pool, *work)
+        work = functools.partial(
+            history_answer, answer, path, root, relpath, qualname, current, from_buffer, threshold
+        )
+        return await asyncio.get_running_loop().run_in_executor(self._history_pool, work)

@@ -70,7 +70,8 @@ def arguments_converter() -> Converter:
 
     def hook_for(cls: type) -> Callable[[Any, Any], Any]:
         renames = {f.name: override(rename=_camel(f.name)) for f in attrs.fields(cls)}
-        return make_dict_structure_fn(cls, made, **renames)
+        # mypy takes **renames for the keyword options before the overrides
+        return make_dict_structure_fn(cls, made, **renames)  # type: ignore[arg-type]
 
     made.register_structure_hook_factory(attrs.has, hook_for)
     return made
