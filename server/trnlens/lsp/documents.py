@@ -8,7 +8,6 @@ the measured lines it reported for this file, anchored so they follow edits (see
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,7 +17,8 @@ from typing import Any
 from trnlens.agent import sources
 from trnlens.libraries.callers import calling_lines
 from trnlens.lsp.anchors import Change, LineAnchors, diff_map
-from trnlens.lsp.placement import has_directive, torch_names, uses_torch
+from trnlens.lsp.outline import Definition, outline
+from trnlens.lsp.placement import has_directive
 from trnlens.results import Result
 
 _IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch[ \t.])", re.MULTILINE)
@@ -85,48 +85,42 @@ class Analysis:
 
 
 def analyse(text: str) -> Analysis:
-    """Parses ``text``; raises SyntaxError (the caller keeps the previous analysis)."""
-    tree = sources.parse(text)
+    """Parses ``text`` (block by block: an edit re-parses its block only, see ``outline``);
+    raises SyntaxError (the caller keeps the previous analysis)."""
+    parsed = outline(text)
     found: dict[str, Symbol] = {}
-    modules = _module_classes(tree)
-    bound = torch_names(tree)
+    modules = _module_classes(parsed.definitions)
+    bound = parsed.torch_names
     lines = text.splitlines()
     factories = set(_INPUTS_DIRECTIVE.findall(text))
-    for qualname, node, in_class in sources.iter_definitions(tree):
-        if isinstance(node, ast.ClassDef):
-            if qualname not in modules:
-                continue
-            kind = "class"
-        else:
-            kind = "method" if in_class else "function"
-        start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-        suggested = has_directive(lines, start - 1) or uses_torch(node, bound)
+    for definition in parsed.definitions:
+        qualname, kind = definition.qualname, definition.kind
+        if kind == "class" and qualname not in modules:
+            continue
+        start = definition.start_line
+        # uses torch: a name bound to torch is read there (placement.uses_torch)
+        suggested = has_directive(lines, start) or bool(bound & definition.reads)
         if qualname in factories:
             suggested = False  # an inputs factory: profiling it measures the test data
         found[qualname] = Symbol(
-            qualname, kind, node.lineno - 1, start - 1, (node.end_lineno or node.lineno) - 1,
-            node.col_offset, suggested,
+            qualname, kind, definition.def_line, start, definition.end_line, definition.column,
+            suggested,
         )  # fmt: skip
     anchors = LineAnchors(s.def_line for s in found.values())
     return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors, modules)
 
 
-def _module_classes(tree: ast.Module) -> set[str]:
+def _module_classes(definitions: list[Definition]) -> set[str]:
     """Qualnames of classes deriving from ``nn.Module`` (directly or through a class here)."""
-    classes = {
-        qualname: node
-        for qualname, node, _ in sources.iter_definitions(tree)
-        if isinstance(node, ast.ClassDef)
-    }
+    classes = {d.qualname: d.bases for d in definitions if d.kind == "class"}
     found: set[str] = set()
     changed = True
     while changed:  # a fixpoint: `class B(A)` counts once `A` is known to be a Module
         changed = False
-        for qualname, node in classes.items():
+        for qualname, bases in classes.items():
             if qualname in found:
                 continue
-            for base in node.bases:
-                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+            for name in bases:
                 if name == "Module" or any(q.rsplit(".", 1)[-1] == name for q in found):
                     found.add(qualname)
                     changed = True
