@@ -37,7 +37,7 @@ from trnlens.lsp import measured as measured_findings
 from trnlens.lsp.command_ids import CANCEL, COMPARE
 from trnlens.lsp.context import Context
 from trnlens.lsp.diagnostics import SOURCE
-from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.documents import Analysis, ProfiledDocument, analyse
 from trnlens.lsp.run_findings import static_verdict
 from trnlens.lsp.runs import RequestRefused, Runs
 from trnlens.results import Result
@@ -139,6 +139,19 @@ class AnalysisService:
         analysed = analyse_text(doc.text, doc.relpath, settings)
         self._cache[doc.uri] = analysed
         return analysed
+
+    @staticmethod
+    def prepare(text: str, path: str, settings: Settings) -> tuple[Analysis, Analysed]:
+        """The parse and the findings of a text, for :meth:`adopt`: pure, for a worker thread
+        (a document just opened: a big file's first analysis takes seconds)."""
+        return analyse(text), analyse_text(text, path, settings)
+
+    def adopt(self, doc: ProfiledDocument, prepared: tuple[Analysis, Analysed]) -> None:
+        """Keeps what :meth:`prepare` found, when it is of the document's current text."""
+        structure, analysed = prepared
+        doc.adopt(structure)
+        if analysed.text == doc.text:
+            self._cache[doc.uri] = analysed
 
     def provider(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
         """The diagnostics hub's provider: analyses on open and on settings changes at once,

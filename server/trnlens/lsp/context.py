@@ -9,6 +9,7 @@ to the server.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from pathlib import Path
@@ -83,6 +84,7 @@ class Context:
         self._generations = itertools.count(1)
         self._published: dict[str, int] = {}
         self._told: dict[Path, str] = {}  # settings problems already shown, by root
+        self._opening: dict[str, asyncio.Event] = {}  # documents being parsed off the loop
 
     # -- paths, projects, stores
     def path_of(self, uri: str) -> Path:
@@ -151,14 +153,40 @@ class Context:
 
     # -- documents
     def open_document(self, uri: str, text: str) -> ProfiledDocument | None:
+        """Opens the document and places its stored runs, all at once (parsing it here)."""
+        doc = self.add_document(uri, text)
+        if doc is not None:
+            self.load_stored(doc)
+        return doc
+
+    def add_document(self, uri: str, text: str) -> ProfiledDocument | None:
+        """The document, open from now on (edits apply to it) but not parsed yet; None for a
+        file that is no Python source."""
         path = to_fs_path(uri)
         if path is None or not path.endswith((".py", ".pyi")):
             return None
         root = project.find_root(path)
         doc = ProfiledDocument(uri, Path(path), root, text, next(self._generations))
         self.documents[uri] = doc
-        self._load_stored(doc)
         return doc
+
+    def opening(self, uri: str) -> asyncio.Event:
+        """Marks the document as being prepared off the loop: requests wait for :meth:`opened`
+        (their answers need its parse) instead of parsing it on the loop themselves."""
+        ready = self._opening[uri] = asyncio.Event()
+        return ready
+
+    def opened(self, uri: str, ready: asyncio.Event) -> None:
+        ready.set()
+        if self._opening.get(uri) is ready:
+            del self._opening[uri]
+
+    async def document(self, uri: str) -> ProfiledDocument | None:
+        """The open document, once it is ready to answer requests (see :meth:`opening`)."""
+        ready = self._opening.get(uri)
+        if ready is not None:
+            await ready.wait()
+        return self.documents.get(uri)
 
     def close_document(self, uri: str) -> bool:
         """Forgets the document and takes back its diagnostics; False when it was not open."""
@@ -168,7 +196,7 @@ class Context:
         self._published.pop(uri, None)
         return True
 
-    def _load_stored(self, doc: ProfiledDocument) -> None:
+    def load_stored(self, doc: ProfiledDocument) -> None:
         """Reopening the editor shows the last run of each function, from the store."""
         try:
             store = self.store(doc.root)

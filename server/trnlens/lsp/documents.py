@@ -89,22 +89,22 @@ def analyse(text: str) -> Analysis:
     raises SyntaxError (the caller keeps the previous analysis)."""
     parsed = outline(text)
     found: dict[str, Symbol] = {}
-    modules = _module_classes(parsed.definitions)
+    modules = _module_classes([d for _, d in parsed.definitions])
     bound = parsed.torch_names
     lines = text.splitlines()
     factories = set(_INPUTS_DIRECTIVE.findall(text))
-    for definition in parsed.definitions:
+    for offset, definition in parsed.definitions:
         qualname, kind = definition.qualname, definition.kind
         if kind == "class" and qualname not in modules:
             continue
-        start = definition.start_line
+        start = offset + definition.start_line
         # uses torch: a name bound to torch is read there (placement.uses_torch)
         suggested = has_directive(lines, start) or bool(bound & definition.reads)
         if qualname in factories:
             suggested = False  # an inputs factory: profiling it measures the test data
         found[qualname] = Symbol(
-            qualname, kind, definition.def_line, start, definition.end_line, definition.column,
-            suggested,
+            qualname, kind, offset + definition.def_line, start, offset + definition.end_line,
+            definition.column, suggested,
         )  # fmt: skip
     anchors = LineAnchors(s.def_line for s in found.values())
     return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors, modules)
@@ -189,6 +189,13 @@ class ProfiledDocument:
             except (SyntaxError, ValueError):
                 pass  # keep the last good parse: its anchors have followed the edits
         return self._analysis
+
+    def adopt(self, analysis: Analysis) -> bool:
+        """Takes a parse made elsewhere (a worker thread) when it is of the current text."""
+        if analysis.text is not self.text:
+            return False
+        self._analysed_text, self._analysis = self.text, analysis
+        return True
 
     def update(self, new_text: str, changes: list) -> None:
         """Applies one didChange (already applied to ``new_text``) to everything anchored."""

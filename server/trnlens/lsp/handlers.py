@@ -26,9 +26,9 @@ from trnlens.lsp.services import Services
 
 
 @guarded([])
-def code_lens(app: Services, params: types.CodeLensParams) -> list[Any]:
+async def code_lens(app: Services, params: types.CodeLensParams) -> list[Any]:
     ctx = app.ctx
-    doc = ctx.documents.get(params.text_document.uri)
+    doc = await ctx.document(params.text_document.uri)
     if doc is None:
         return []
     settings = ctx.settings_for(doc.root)
@@ -43,17 +43,17 @@ def code_lens(app: Services, params: types.CodeLensParams) -> list[Any]:
 
 
 @guarded(None)
-def code_lens_resolve(app: Services, lens: types.CodeLens) -> types.CodeLens:
+async def code_lens_resolve(app: Services, lens: types.CodeLens) -> types.CodeLens:
     data = lens.data if isinstance(lens.data, dict) else {}
     if data.get("kind") != lenses.KIND:
         return lens
-    doc = app.ctx.documents.get(str(data.get("uri")))
+    doc = await app.ctx.document(str(data.get("uri")))
     return lenses.resolve(doc, lens, app.runs.job_state, app.watching.lens_label)
 
 
 @guarded([])
-def code_action(app: Services, params: types.CodeActionParams) -> list[types.CodeAction]:
-    doc = app.ctx.documents.get(params.text_document.uri)
+async def code_action(app: Services, params: types.CodeActionParams) -> list[types.CodeAction]:
+    doc = await app.ctx.document(params.text_document.uri)
     if doc is None:
         return []
     return (
@@ -65,9 +65,9 @@ def code_action(app: Services, params: types.CodeActionParams) -> list[types.Cod
 
 
 @guarded([])
-def inlay_hint(app: Services, params: types.InlayHintParams) -> list[types.InlayHint]:
+async def inlay_hint(app: Services, params: types.InlayHintParams) -> list[types.InlayHint]:
     ctx = app.ctx
-    doc = ctx.documents.get(params.text_document.uri)
+    doc = await ctx.document(params.text_document.uri)
     if doc is None or not ctx.settings_for(doc.root).hints_enabled:
         return []
     found = hints.inlay_hints(doc, params.range) + rank_hints.inlay_hints(doc, params.range)
@@ -78,7 +78,7 @@ def inlay_hint(app: Services, params: types.InlayHintParams) -> list[types.Inlay
 @guarded(None)
 async def hover(app: Services, params: types.HoverParams) -> types.Hover | None:
     ctx = app.ctx
-    doc = ctx.documents.get(params.text_document.uri)
+    doc = await ctx.document(params.text_document.uri)
     if doc is None:
         return None
     store = ctx.store(doc.root)

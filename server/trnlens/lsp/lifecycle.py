@@ -34,13 +34,27 @@ async def did_change_configuration(
 
 
 @guarded(None)
-def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> None:
+async def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> None:
+    """The document is open at once (edits apply to it); its parse and static analysis are
+    made in a worker thread (seconds for a big file), and requests on it wait for them."""
     ctx = app.ctx
-    doc = ctx.open_document(params.text_document.uri, params.text_document.text)
-    if doc is not None:
-        ctx.report_settings_problems()
-        app.watching.watch(doc.root)
-        ctx.publish(doc.uri)
+    doc = ctx.add_document(params.text_document.uri, params.text_document.text)
+    if doc is None:
+        return
+    ready = ctx.opening(doc.uri)
+    try:
+        settings = ctx.settings_for(doc.root)
+        prepare = app.analysis.prepare
+        prepared = await asyncio.to_thread(prepare, doc.text, doc.relpath, settings)
+        if ctx.documents.get(doc.uri) is not doc:
+            return  # closed (or reopened) meanwhile
+        app.analysis.adopt(doc, prepared)
+        ctx.load_stored(doc)
+    finally:
+        ctx.opened(doc.uri, ready)
+    ctx.report_settings_problems()
+    app.watching.watch(doc.root)
+    ctx.publish(doc.uri)
 
 
 @guarded(None)

@@ -29,7 +29,9 @@ _KEPT = 20_000  # blocks remembered (a block's facts are small: names and line n
 
 @dataclass(frozen=True)
 class Definition:
-    """A function, method or class, with 0-based lines in the module."""
+    """A function, method or class, with 0-based lines in its block (``Outline.definitions``
+    pairs it with the block's first line: kept by the block's text, it is never copied to move
+    it)."""
 
     qualname: str
     kind: str  # "function", "method" or "class"
@@ -51,7 +53,7 @@ class _Block:
 
 @dataclass(frozen=True)
 class Outline:
-    definitions: list[Definition]
+    definitions: list[tuple[int, Definition]]  # (0-based line of its block, the definition)
     torch_names: frozenset[str]  # names bound to torch by imports anywhere in the module
 
 
@@ -88,7 +90,7 @@ def outline(text: str) -> Outline:
     if any(line.strip() and not line.lstrip().startswith("#") for line in head):
         return _whole(text)  # code before the first block (an indented line): the parser says
     bounds = [*starts, len(lines)]
-    found: list[Definition] = []
+    found: list[tuple[int, Definition]] = []
     names: set[str] = set()
     i = 0
     while i < len(starts):
@@ -98,7 +100,7 @@ def outline(text: str) -> Outline:
                 break
         else:
             return _whole(text)
-        found.extend(_shifted(d, starts[i]) for d in block.definitions)
+        found.extend((starts[i], d) for d in block.definitions)
         names |= block.torch_names
         i = j
     return Outline(found, frozenset(names))
@@ -120,7 +122,7 @@ def _block(text: str) -> _Block | None:
 def _whole(text: str) -> Outline:
     tree = sources.parse(text)  # raises: the module does not parse
     block = _facts(tree)
-    return Outline(list(block.definitions), block.torch_names)
+    return Outline([(0, d) for d in block.definitions], block.torch_names)
 
 
 def _facts(tree: ast.Module) -> _Block:
@@ -161,13 +163,3 @@ def _reads(node: ast.AST) -> frozenset[str]:
     return frozenset(
         sub.id for part in parts for sub in ast.walk(part) if isinstance(sub, ast.Name)
     )
-
-
-def _shifted(definition: Definition, offset: int) -> Definition:
-    if not offset:
-        return definition
-    return Definition(
-        definition.qualname, definition.kind, definition.def_line + offset,
-        definition.start_line + offset, definition.end_line + offset, definition.column,
-        definition.bases, definition.reads,
-    )  # fmt: skip
