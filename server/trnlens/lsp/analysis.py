@@ -111,6 +111,12 @@ class Comparison:
     created_at: str
 
 
+def _fused(analysed: Analysed) -> list[str]:
+    """The functions with a fused alternative (a Compare lens each), in order."""
+    found = (f.qualname for f in analysed.findings if f.variant_source and f.qualname)
+    return list(dict.fromkeys(found))
+
+
 def _rules(settings: Settings) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(settings.rules_select), tuple(settings.rules_ignore)
 
@@ -185,8 +191,11 @@ class AnalysisService:
         if doc is None:
             return
         try:
-            self.current(doc)
+            before = self._cache.get(uri)
+            now = self.current(doc)
             self.ctx.publish(uri)
+            if before is None or _fused(before) != _fused(now):
+                self.ctx.refresh_lenses()  # a Compare lens comes or goes with the findings
         except Exception:
             log.exception("analysing %s failed", uri)
 
@@ -236,10 +245,13 @@ class AnalysisService:
         structure = doc.analysis()
         if structure is None:
             return []
-        analysed = self.current(doc)
+        cached = self._cache.get(doc.uri)
+        if cached is not None and doc.uri in self._pending:
+            analysed = cached  # typing: the findings of the text before, until it pauses
+        else:
+            analysed = self.current(doc)
         found = []
-        fused = (f.qualname for f in analysed.findings if f.variant_source and f.qualname)
-        for qualname in dict.fromkeys(fused):
+        for qualname in _fused(analysed):
             symbol = structure.symbols.get(qualname)
             line = structure.header_line_now(symbol) if symbol else None
             if symbol is None or line is None:
