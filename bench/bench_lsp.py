@@ -15,9 +15,9 @@ Loop lag: the project is a git repository with ``--commits`` commits (10,000 by 
 with ``git fast-import`` in a second or two), the model file renamed halfway, so that a lens's
 history (``git log --follow``) walks all of them. The server runs under ``loop_probe.py``, a
 heartbeat on its event loop every 5 ms; the table gives how late the beats ran (p50, p99, max)
-and how many were over 20 ms (the goal: none), per phase: opening the file and its first lenses, the first run
-and its placement, the idle requests, typing (20 one-line edits, each followed by a lens request), and the requests while
-the second profile runs.
+and how many were over 20 ms (the goal: none), per phase: opening the file and its first
+lenses, the first run and its placement, the idle requests, typing (20 one-line edits, each
+followed by a lens request), and the requests while the second profile runs.
 
     python bench/bench_lsp.py [--samples 200] [--lines 2000] [--commits 10000] [--against REV]
 """
