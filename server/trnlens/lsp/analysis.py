@@ -147,15 +147,21 @@ class AnalysisService:
         return analysed
 
     @staticmethod
-    def prepare(text: str, path: str, settings: Settings) -> tuple[Analysis, Analysed]:
-        """The parse and the findings of a text, for :meth:`adopt`: pure, for a worker thread
-        (a document just opened: a big file's first analysis takes seconds)."""
-        return analyse(text), analyse_text(text, path, settings)
+    def prepare(text: str, path: str, settings: Settings) -> tuple[Analysis | None, Analysed]:
+        """The parse (None: the text does not parse) and the findings of a text, for
+        :meth:`adopt`: pure, for a worker thread (a document just opened: a big file's first
+        analysis takes seconds)."""
+        try:
+            structure: Analysis | None = analyse(text)
+        except (SyntaxError, ValueError):  # the findings say where; the document has no parse
+            structure = None
+        return structure, analyse_text(text, path, settings)
 
-    def adopt(self, doc: ProfiledDocument, prepared: tuple[Analysis, Analysed]) -> None:
+    def adopt(self, doc: ProfiledDocument, prepared: tuple[Analysis | None, Analysed]) -> None:
         """Keeps what :meth:`prepare` found, when it is of the document's current text."""
         structure, analysed = prepared
-        doc.adopt(structure)
+        if structure is not None:
+            doc.adopt(structure)
         if analysed.text == doc.text:
             self._cache[doc.uri] = analysed
 
