@@ -105,10 +105,10 @@ class Change:
     @property
     def spread_us(self) -> float:
         """The wider of the two runs' min-max ranges: a change must exceed both."""
-        spreads = [self.base_figure.spread_us, self.run_figure.spread_us]
-        if any(s is None for s in spreads):
+        base, run = self.base_figure.spread_us, self.run_figure.spread_us
+        if base is None or run is None:
             return 0.0
-        return max(spreads)  # type: ignore[type-var]
+        return max(base, run)
 
     @property
     def spread_known(self) -> bool:
