@@ -4,11 +4,13 @@ strict JSON types, camelCase keys, and a refusal that names each problem."""
 from __future__ import annotations
 
 import pytest
+from lsprotocol import types
+from pygls.protocol import JsonRPCResponseMessage
 from trnlens.lsp import command_ids
 from trnlens.lsp.command_args import ExplorerArgument, FunctionArgument, SelectTargetArgument
 from trnlens.lsp.errors import CommandError
 from trnlens.lsp.server import create_server
-from trnlens.lsp.wire import BadArgument, structure_argument
+from trnlens.lsp.wire import BadArgument, JsonLenses, structure_argument
 
 
 def test_an_argument_is_structured_with_its_defaults_and_wire_names():
@@ -52,3 +54,15 @@ async def test_the_server_refuses_a_bad_argument_in_words():
     assert refused.value.message == (
         "trnlens.server.profile takes {uri, qualname, target?}: qualname: required field missing"
     )
+
+
+def test_a_lens_answer_keeps_its_json_dicts_and_unstructures_the_rest():
+    server = create_server()
+    ready = {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}}
+    built = types.CodeLens(types.Range(types.Position(2, 0), types.Position(2, 0)))
+    # how pygls sends a server's answer: its result typed Any, unstructured by runtime type
+    answer = JsonRPCResponseMessage(id=1, result=JsonLenses([ready, built]), jsonrpc="2.0")
+    found = server.protocol._converter.unstructure(answer)["result"]
+    assert found[0] is ready  # passed on as it is, not walked key by key
+    assert found[1] == {"range": {"start": {"line": 2, "character": 0},
+                                  "end": {"line": 2, "character": 0}}}  # fmt: skip

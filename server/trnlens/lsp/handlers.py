@@ -23,6 +23,7 @@ from trnlens.lsp import report as run_report
 from trnlens.lsp.errors import guarded
 from trnlens.lsp.runs import target_nproc
 from trnlens.lsp.services import Services
+from trnlens.lsp.wire import JsonLenses
 
 
 @guarded([])
@@ -39,7 +40,7 @@ async def code_lens(app: Services, params: types.CodeLensParams) -> list[Any]:
     ranks = target_nproc(settings.targets.get(settings.target), strict=False)
     profile = app.lenses.lenses(doc, settings.target, settings.lens_placement, pending, ranks)
     # The report lens first: clients that key lenses by function keep the Profile lens.
-    return guarded([])(run_report.code_lenses)(doc) + compare + profile
+    return JsonLenses(guarded([])(run_report.code_lenses)(doc) + compare + profile)
 
 
 @guarded(None)
