@@ -230,3 +230,24 @@ def test_diff_matches_lines_by_their_text_across_an_edit():
     for entry in a["lines"]:
         del entry["text"]
     assert history.diff(a, b, 0.1)["lines_matched_by"] == "number"
+
+
+def test_entries_pair_each_run_with_its_previous_comparable_and_rows_share_their_keys(tmp_path):
+    root = tmp_path / "plain"
+    root.mkdir()
+    other = {**fake_result(2)["function"], "path": "model.py"}
+    with Store(root) as store:
+        store.add(run(1, 100, 99, 101))
+        store.add(run(2, 300, 299, 301, function=other, mode="training"))  # not comparable
+        store.add(run(3, 200, 199, 201))
+        line = history.lineage(store, root, "model.py", "f")
+        found = history.entries(store, line, threshold=0.1)
+    assert [e.run["timing"]["median_us"] for e in found] == [200, 300, 100]  # newest first
+    newest, training, oldest = found
+    assert newest.change is not None and newest.change.base["timing"]["median_us"] == 100
+    assert training.change is None and oldest.change is None
+    row = newest.row(extra="x")
+    assert list(row)[:7] == ["run_id", "created_at", "identity", "git_commit", "target",
+                             "backend", "mode"]  # fmt: skip
+    assert list(row)[7:] == ["extra", "change"]
+    assert row["identity"] == "model.py::f" and row["change"]["verdict"] == "regression"

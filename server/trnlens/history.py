@@ -343,6 +343,43 @@ def history(store: Store, line: Lineage, limit: int = 200) -> list[dict]:
     return ordered[::-1][:limit]
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One run of a function's history, with its change against the previous comparable run."""
+
+    run: dict
+    change: Change | None
+
+    def row(self, **extra: object) -> dict:
+        """The run as ``trnlens history --format json`` and the editor's history command list
+        it: what both show, then each one's ``extra`` keys, then the change."""
+        run, fn = self.run, self.run["function"]
+        return {
+            "run_id": run["run_id"],
+            "created_at": run.get("created_at"),
+            "identity": f"{fn['path']}::{fn['qualname']}",
+            "git_commit": run.get("git_commit"),
+            "target": run.get("target"),
+            "backend": run.get("backend"),
+            "mode": run.get("mode"),
+            **extra,
+            "change": self.change.to_json() if self.change else None,
+        }
+
+
+def entries(
+    store: Store, line: Lineage, threshold: float = DEFAULT_THRESHOLD, limit: int = 200
+) -> list[Entry]:
+    """The lineage's runs, newest first, each with its change against the previous comparable
+    run (the CLI's ``trnlens history`` and the editor's history command alike)."""
+    runs = history(store, line, limit=limit)
+    found = []
+    for run in runs:
+        base = previous_comparable(runs, run)
+        found.append(Entry(run, change(base, run, threshold) if base else None))
+    return found
+
+
 def _defined(root: Path, path: str, qualname: str) -> bool:
     try:
         text = (root / path).read_text("utf-8")

@@ -55,7 +55,7 @@ def _doc(text: str) -> ProfiledDocument:
 
 
 def test_provider_honours_rules_and_caches():
-    service = AnalysisService(_Server())  # type: ignore[arg-type]
+    service = AnalysisService(_Server(), None)  # type: ignore[arg-type]  # a fake context, no runs
     doc = _doc(MODEL)
     found = service.provider(doc, Settings())
     assert [d.code for d in found] == ["TRN001"]
@@ -184,7 +184,7 @@ class _PublishingServer(_Server):
 
 async def test_edits_are_analysed_once_typing_pauses():
     server = _PublishingServer()
-    service = server.service = AnalysisService(server)  # type: ignore[arg-type]
+    service = server.service = AnalysisService(server, None)  # type: ignore[arg-type]  # a fake context, no runs
     doc = _doc(MODEL)
     server.documents[doc.uri] = doc
     assert [d.code for d in service.provider(doc, Settings())] == ["TRN001"]  # open: at once

@@ -79,7 +79,7 @@ def _placed(item_us: float) -> ProfiledDocument:
 
 
 def test_a_sync_measured_costly_is_a_warning_with_its_time() -> None:
-    service = AnalysisService(_Server())  # type: ignore[arg-type]
+    service = AnalysisService(_Server(), None)  # type: ignore[arg-type]  # a fake context, no runs
     (before,) = service.provider(
         ProfiledDocument(
             "file:///tmp/project/model.py",

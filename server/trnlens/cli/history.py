@@ -65,30 +65,19 @@ def current_hash(root: Path, relpath: str, qualname: str) -> str | None:
 def entries(store: Store, root: Path, relpath: str, qualname: str, limit: int, threshold: float):
     now = current_hash(root, relpath, qualname)
     line = history.lineage(store, root, relpath, qualname, current_hash=now)
-    runs = history.history(store, line, limit=max(limit, 200))
     found = []
-    for run in runs[:limit]:
-        fn = run["function"]
-        base = history.previous_comparable(runs, run)
-        delta = history.change(base, run, threshold) if base else None
+    for entry in history.entries(store, line, threshold, limit=max(limit, 200))[:limit]:
+        run = entry.run
         found.append(
-            {
-                "run_id": run["run_id"],
-                "created_at": run.get("created_at"),
-                "identity": f"{fn['path']}::{fn['qualname']}",
-                "git_commit": run.get("git_commit"),
-                "target": run.get("target"),
-                "backend": run.get("backend"),
-                "mode": run.get("mode"),
-                "inputs": run.get("inputs"),
-                "variant": (run.get("variant") or {}).get("label"),
-                "timing": run.get("timing"),
-                "device_time_per_step_us": run.get("device_time_per_step_us"),
-                "dispatches_per_step": run.get("dispatches_per_step"),
-                "error": run.get("error"),
-                "stale": now is None or fn.get("source_hash") != now,
-                "change": delta.to_json() if delta else None,
-            }
+            entry.row(
+                inputs=run.get("inputs"),
+                variant=(run.get("variant") or {}).get("label"),
+                timing=run.get("timing"),
+                device_time_per_step_us=run.get("device_time_per_step_us"),
+                dispatches_per_step=run.get("dispatches_per_step"),
+                error=run.get("error"),
+                stale=now is None or run["function"].get("source_hash") != now,
+            )
         )
     return line, found
 

@@ -9,16 +9,13 @@ comparison (``trnlens.server.measureFix``): original, fixed and compiled, on the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from lsprotocol import types
 
-from trnlens.lsp.analysis import Analysed
+from trnlens.lsp.analysis import Analysed, AnalysisService
 from trnlens.lsp.command_ids import MEASURE_FIX
 from trnlens.lsp.documents import ProfiledDocument
-
-if TYPE_CHECKING:
-    from trnlens.lsp.server import TrnlensServer
 
 KINDS = [types.CodeActionKind.QuickFix]
 
@@ -31,17 +28,17 @@ def _overlaps(a: types.Range, b: types.Range) -> bool:
     return _key(a.start) <= _key(b.end) and _key(b.start) <= _key(a.end)
 
 
-def _wanted(kind: str, only: list[str] | None) -> bool:
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
     return not only or any(kind == o or kind.startswith(o + ".") for o in only)
 
 
 def code_actions(
-    server: TrnlensServer, doc: ProfiledDocument, params: types.CodeActionParams
+    analysis: AnalysisService, doc: ProfiledDocument, params: types.CodeActionParams
 ) -> list[types.CodeAction]:
     only = params.context.only
     if not _wanted(types.CodeActionKind.QuickFix, only):
         return []
-    analysed: Analysed = server.analysis.current(doc)
+    analysed: Analysed = analysis.current(doc)
     structure = doc.analysis()
     symbols = structure.symbols if structure is not None else {}
     found: list[types.CodeAction] = []
@@ -54,7 +51,7 @@ def code_actions(
             d
             for d in params.context.diagnostics
             if d.source == "trnlens" and d.code == finding.code and d.range == where
-        ] or [server.analysis.diagnostic(doc, analysed, finding)]
+        ] or [analysis.diagnostic(doc, analysed, finding)]
         fix = finding.fix
         if fix is not None and fix.edits:
             edits = [

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
@@ -35,15 +35,13 @@ from trnlens.libraries.swap import swap_variants
 from trnlens.lsp import compiled, format
 from trnlens.lsp import measured as measured_findings
 from trnlens.lsp.command_ids import CANCEL, COMPARE
+from trnlens.lsp.context import Context
 from trnlens.lsp.diagnostics import SOURCE
-from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.documents import Analysis, ProfiledDocument, analyse
 from trnlens.lsp.run_findings import static_verdict
-from trnlens.lsp.runs import RequestRefused
+from trnlens.lsp.runs import RequestRefused, Runs
 from trnlens.results import Result
 from trnlens.settings import LOCAL, Settings
-
-if TYPE_CHECKING:
-    from trnlens.lsp.server import TrnlensServer
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +111,12 @@ class Comparison:
     created_at: str
 
 
+def _fused(analysed: Analysed) -> list[str]:
+    """The functions with a fused alternative (a Compare lens each), in order."""
+    found = (f.qualname for f in analysed.findings if f.variant_source and f.qualname)
+    return list(dict.fromkeys(found))
+
+
 def _rules(settings: Settings) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(settings.rules_select), tuple(settings.rules_ignore)
 
@@ -124,8 +128,9 @@ def analyse_text(text: str, path: str, settings: Settings) -> Analysed:
 
 
 class AnalysisService:
-    def __init__(self, server: TrnlensServer):
-        self.server = server
+    def __init__(self, ctx: Context, runs: Runs):
+        self.ctx = ctx
+        self.runs = runs
         self._cache: dict[str, Analysed] = {}
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self.comparisons: dict[tuple[str, str], Comparison] = {}
@@ -133,13 +138,32 @@ class AnalysisService:
     # -- findings
     def current(self, doc: ProfiledDocument, settings: Settings | None = None) -> Analysed:
         """The findings of the document's text now (analysed here if they are not cached)."""
-        settings = settings or self.server.config.settings_for(doc.root)
+        settings = settings or self.ctx.config.settings_for(doc.root)
         cached = self._cache.get(doc.uri)
         if cached is not None and cached.rules == _rules(settings) and cached.text == doc.text:
             return cached
         analysed = analyse_text(doc.text, doc.relpath, settings)
         self._cache[doc.uri] = analysed
         return analysed
+
+    @staticmethod
+    def prepare(text: str, path: str, settings: Settings) -> tuple[Analysis | None, Analysed]:
+        """The parse (None: the text does not parse) and the findings of a text, for
+        :meth:`adopt`: pure, for a worker thread (a document just opened: a big file's first
+        analysis takes seconds)."""
+        try:
+            structure: Analysis | None = analyse(text)
+        except (SyntaxError, ValueError):  # the findings say where; the document has no parse
+            structure = None
+        return structure, analyse_text(text, path, settings)
+
+    def adopt(self, doc: ProfiledDocument, prepared: tuple[Analysis | None, Analysed]) -> None:
+        """Keeps what :meth:`prepare` found, when it is of the document's current text."""
+        structure, analysed = prepared
+        if structure is not None:
+            doc.adopt(structure)
+        if analysed.text == doc.text:
+            self._cache[doc.uri] = analysed
 
     def provider(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
         """The diagnostics hub's provider: analyses on open and on settings changes at once,
@@ -169,12 +193,15 @@ class AnalysisService:
 
     def _settled(self, uri: str) -> None:
         self._pending.pop(uri, None)
-        doc = self.server.documents.get(uri)
+        doc = self.ctx.documents.get(uri)
         if doc is None:
             return
         try:
-            self.current(doc)
-            self.server.publish(uri)
+            before = self._cache.get(uri)
+            now = self.current(doc)
+            self.ctx.publish(uri)
+            if before is None or _fused(before) != _fused(now):
+                self.ctx.refresh_lenses()  # a Compare lens comes or goes with the findings
         except Exception:
             log.exception("analysing %s failed", uri)
 
@@ -183,6 +210,15 @@ class AnalysisService:
         handle = self._pending.pop(uri, None)
         if handle is not None:
             handle.cancel()
+
+    def forget_comparisons(self, uri: str | None = None) -> None:
+        """Forgets the finished comparisons of one document, or of every document."""
+        for key in [k for k in self.comparisons if uri is None or k[0] == uri]:
+            del self.comparisons[key]
+
+    def compared(self, uri: str) -> dict[str, dict]:
+        """The document's finished comparisons' answers, by qualname (for its hovers)."""
+        return {q: c.answer for (u, q), c in self.comparisons.items() if u == uri}
 
     def diagnostic(
         self,
@@ -195,7 +231,7 @@ class AnalysisService:
         found = measurement(doc, finding)
         if found is not None:
             text, share = found
-            settings = settings or self.server.config.settings_for(doc.root)
+            settings = settings or self.ctx.config.settings_for(doc.root)
             severity = measured_findings.severity(finding, share, settings.hotspot_threshold)
         message = measured_findings.message(finding, text)
         verdict = compiled.static_verdict(doc, finding)  # a graph-break hint after a compiled run
@@ -215,16 +251,20 @@ class AnalysisService:
         structure = doc.analysis()
         if structure is None:
             return []
-        analysed = self.current(doc)
+        cached = self._cache.get(doc.uri)
+        if cached is not None and doc.uri in self._pending:
+            analysed = cached  # typing: the findings of the text before, until it pauses
+        else:
+            analysed = self.current(doc)
         found = []
-        for qualname in dict.fromkeys(f.qualname for f in analysed.findings if f.variant_source):
-            symbol = structure.symbols.get(qualname) if qualname else None
+        for qualname in _fused(analysed):
+            symbol = structure.symbols.get(qualname)
             line = structure.header_line_now(symbol) if symbol else None
             if symbol is None or line is None:
                 continue
             position = types.Position(line, symbol.def_column)
             arguments: dict[str, Any] = {"uri": doc.uri, "qualname": qualname}
-            state = self.server.runs.job_state(doc.uri, qualname, kind="compare")
+            state = self.runs.job_state(doc.uri, qualname, kind="compare")
             if state is not None:
                 command = types.Command(
                     title=f"■ comparing: {state} · click to cancel",
@@ -260,16 +300,16 @@ class AnalysisService:
         """Runs original, fixed and compiled; answers once the run is over."""
 
         def make_variants(path) -> list[dict]:
-            doc = self.server.documents.get(uri)
+            doc = self.ctx.documents.get(uri)
             if doc is not None:
                 findings = self.current(doc).findings
             else:
-                root, relpath = self.server.root_and_relpath(path)
+                root, relpath = self.ctx.root_and_relpath(path)
                 try:
                     text = path.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError) as exc:
                     raise RequestRefused(f"cannot read {path}: {exc}") from None
-                settings = self.server.config.settings_for(root)
+                settings = self.ctx.config.settings_for(root)
                 findings = analyse_text(text, relpath, settings).findings
             try:
                 return fix_variants(str(path), qualname, findings, code)
@@ -283,7 +323,7 @@ class AnalysisService:
                 except NoFix:
                     raise RequestRefused(str(exc)) from None
 
-        job, new = await self.server.runs.compare(
+        job, new = await self.runs.compare(
             uri, qualname, make_variants, self._compared, target, title=f"Compare {qualname}"
         )
         try:
@@ -295,7 +335,7 @@ class AnalysisService:
     def _compared(self, job, outcome: dict, mark) -> dict:
         answer = summarize(job.qualname, outcome)
         base = outcome["variants"][0]
-        doc = self.server.documents.get(job.uri)
+        doc = self.ctx.documents.get(job.uri)
         if doc is not None and not base.get("error"):
             doc.place(Result.parse(base), mark)  # the baseline is a profile of the function
         self.comparisons[(job.uri, job.qualname)] = Comparison(

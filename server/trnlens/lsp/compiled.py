@@ -8,7 +8,7 @@
 - the static graph-break hints (TRN2xx, analysis/rules/graphbreaks.py) say whether a compiled run
   of their function confirmed them (a break on their lines) or cleared them.
 
-Break lines are anchored like measured lines (``lines_in``), so they follow edits.
+Break lines are anchored like measured lines (``documents.compiled_lines``), so they follow edits.
 """
 
 from __future__ import annotations
@@ -28,18 +28,6 @@ STATIC_PREFIX = "TRN2"  # the static graph-break rules
 def info(result: Result) -> dict | None:
     data = result.data.get("compile")
     return data if isinstance(data, dict) and not result.error else None
-
-
-def lines_in(result: Result, relpath: str) -> set[int]:
-    """0-based lines of this file that a placement must anchor for the compile diagnostics."""
-    data = result.data.get("compile")
-    if not isinstance(data, dict):
-        return set()
-    return {
-        b["line"] - 1
-        for b in data.get("breaks") or []
-        if b.get("path") == relpath and isinstance(b.get("line"), int) and b["line"] >= 1
-    }
 
 
 def _shape(result: Result, data: dict) -> str:
@@ -76,7 +64,7 @@ def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnos
             found.append(_warning(doc, line, message, "graph-break"))
         measured = [r for r in data.get("recompiles") or [] if r.get("phase") == "measured"]
         symbol = analysis.symbols.get(result.qualname) if analysis else None
-        def_line = analysis.def_line_now(symbol) if symbol else None
+        def_line = analysis.def_line_now(symbol) if analysis and symbol else None
         if measured and def_line is not None:
             guards = "; ".join(dict.fromkeys(r["guard"] for r in measured))
             count = len(measured)

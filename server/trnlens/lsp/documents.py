@@ -8,7 +8,6 @@ the measured lines it reported for this file, anchored so they follow edits (see
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,7 +17,8 @@ from typing import Any
 from trnlens.agent import sources
 from trnlens.libraries.callers import calling_lines
 from trnlens.lsp.anchors import Change, LineAnchors, diff_map
-from trnlens.lsp.placement import has_directive, torch_names, uses_torch
+from trnlens.lsp.outline import Definition, outline
+from trnlens.lsp.placement import has_directive
 from trnlens.results import Result
 
 _IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch[ \t.])", re.MULTILINE)
@@ -85,48 +85,42 @@ class Analysis:
 
 
 def analyse(text: str) -> Analysis:
-    """Parses ``text``; raises SyntaxError (the caller keeps the previous analysis)."""
-    tree = sources.parse(text)
+    """Parses ``text`` (block by block: an edit re-parses its block only, see ``outline``);
+    raises SyntaxError (the caller keeps the previous analysis)."""
+    parsed = outline(text)
     found: dict[str, Symbol] = {}
-    modules = _module_classes(tree)
-    bound = torch_names(tree)
+    modules = _module_classes([d for _, d in parsed.definitions])
+    bound = parsed.torch_names
     lines = text.splitlines()
     factories = set(_INPUTS_DIRECTIVE.findall(text))
-    for qualname, node, in_class in sources.iter_definitions(tree):
-        if isinstance(node, ast.ClassDef):
-            if qualname not in modules:
-                continue
-            kind = "class"
-        else:
-            kind = "method" if in_class else "function"
-        start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-        suggested = has_directive(lines, start - 1) or uses_torch(node, bound)
+    for offset, definition in parsed.definitions:
+        qualname, kind = definition.qualname, definition.kind
+        if kind == "class" and qualname not in modules:
+            continue
+        start = offset + definition.start_line
+        # uses torch: a name bound to torch is read there (placement.uses_torch)
+        suggested = has_directive(lines, start) or bool(bound & definition.reads)
         if qualname in factories:
             suggested = False  # an inputs factory: profiling it measures the test data
         found[qualname] = Symbol(
-            qualname, kind, node.lineno - 1, start - 1, (node.end_lineno or node.lineno) - 1,
-            node.col_offset, suggested,
+            qualname, kind, offset + definition.def_line, start, offset + definition.end_line,
+            definition.column, suggested,
         )  # fmt: skip
     anchors = LineAnchors(s.def_line for s in found.values())
     return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors, modules)
 
 
-def _module_classes(tree: ast.Module) -> set[str]:
+def _module_classes(definitions: list[Definition]) -> set[str]:
     """Qualnames of classes deriving from ``nn.Module`` (directly or through a class here)."""
-    classes = {
-        qualname: node
-        for qualname, node, _ in sources.iter_definitions(tree)
-        if isinstance(node, ast.ClassDef)
-    }
+    classes = {d.qualname: d.bases for d in definitions if d.kind == "class"}
     found: set[str] = set()
     changed = True
     while changed:  # a fixpoint: `class B(A)` counts once `A` is known to be a Module
         changed = False
-        for qualname, node in classes.items():
+        for qualname, bases in classes.items():
             if qualname in found:
                 continue
-            for base in node.bases:
-                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+            for name in bases:
                 if name == "Module" or any(q.rsplit(".", 1)[-1] == name for q in found):
                     found.add(qualname)
                     changed = True
@@ -196,12 +190,19 @@ class ProfiledDocument:
                 pass  # keep the last good parse: its anchors have followed the edits
         return self._analysis
 
+    def adopt(self, analysis: Analysis) -> bool:
+        """Takes a parse made elsewhere (a worker thread) when it is of the current text."""
+        if analysis.text is not self.text:
+            return False
+        self._analysed_text, self._analysis = self.text, analysis
+        return True
+
     def update(self, new_text: str, changes: list) -> None:
         """Applies one didChange (already applied to ``new_text``) to everything anchored."""
         edits: list[Change | dict[int, int]] = []
         ranged = [Change.from_lsp(c) for c in changes]
         if all(c is not None for c in ranged):
-            edits.extend(ranged)
+            edits.extend(c for c in ranged if c is not None)
         else:  # a full-text change: diff the lines instead
             edits.append(diff_map(self.text.splitlines(), new_text.splitlines()))
         self.text = new_text
@@ -272,11 +273,17 @@ class ProfiledDocument:
         self.inputs_failures.pop(result.qualname, None)  # it ran: it has its inputs now
         return placement
 
+    def clear_runs(self) -> None:
+        """Forgets every run shown here, the earlier ones too (an Undo must not bring a cleared
+        run back)."""
+        self.placements.clear()
+        self.superseded.clear()
+
     def _def_offset(self, result: Result) -> int:
         analysis = self.analysis()
         run_line = result.data["function"].get("line")
         symbol = analysis.symbols.get(result.qualname) if analysis else None
-        if symbol is None or not run_line:
+        if analysis is None or symbol is None or not run_line:
             return 0
         now = analysis.def_line_now(symbol)
         return 0 if now is None else now - (run_line - 1)
@@ -352,7 +359,13 @@ def _relpath(path: Path, root: Path) -> str:
 
 
 def compiled_lines(result: Result, relpath: str) -> set[int]:
-    # Imported here: lsp/compiled.py imports this module.
-    from trnlens.lsp.compiled import lines_in
-
-    return lines_in(result, relpath)
+    """0-based lines of this file where the run's torch.compile broke the graph: anchored, so
+    that lsp/compiled.py's diagnostics on them follow edits."""
+    data = result.data.get("compile")
+    if not isinstance(data, dict):
+        return set()
+    return {
+        b["line"] - 1
+        for b in data.get("breaks") or []
+        if b.get("path") == relpath and isinstance(b.get("line"), int) and b["line"] >= 1
+    }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from trnlens.lsp import format
-from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.documents import Placement, ProfiledDocument
 
 GAP = "  "  # editors render a hint's leading spaces (VS Code as non-breaking ones)
 
@@ -36,7 +36,7 @@ def utf16_length(text: str) -> int:
 
 def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayHint]:
     lines = doc.text.splitlines()
-    by_line: dict[int, list[tuple[dict, object]]] = {}
+    by_line: dict[int, list[tuple[dict, Placement]]] = {}
     for line, entry, placement in doc.line_figures():
         if not (range_.start.line <= line <= range_.end.line) or line >= len(lines):
             continue

@@ -56,12 +56,12 @@ def hover(
             called = library.hover_lines(placement, entry["line"], doc.relpath)
             table = _line_table(entry, placement, pad) + "".join("\n" + x for x in called)
             return _markdown(table + _footer(doc, placement, artifacts))
-    placement = placement_at(doc, position)
-    if placement is None:
+    header = placement_at(doc, position)
+    if header is None:
         return None
-    answer = (compared or {}).get(placement.result.qualname)
+    answer = (compared or {}).get(header.result.qualname)
     extra = comparison_lines(answer) if answer else ""
-    return _markdown(_function_table(placement, pad) + extra + _footer(doc, placement, artifacts))
+    return _markdown(_function_table(header, pad) + extra + _footer(doc, header, artifacts))
 
 
 def comparison_lines(answer: dict) -> str:

@@ -116,7 +116,7 @@ def resolve(
     data = lens.data if isinstance(lens.data, dict) else {}
     uri, qualname = str(data.get("uri", "")), str(data.get("qualname", ""))
     target = str(data.get("target") or LOCAL)
-    ranks = data.get("ranks") if isinstance(data.get("ranks"), int) else 1
+    ranks = data["ranks"] if isinstance(data.get("ranks"), int) else 1
     arguments = {"uri": uri, "qualname": qualname}
     state = job_state(uri, qualname)
     if state is not None:

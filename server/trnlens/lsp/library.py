@@ -310,7 +310,7 @@ def _builds(call: ast.Call, roots: list[str]) -> bool:
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)

@@ -63,7 +63,7 @@ def _definition(doc: ProfiledDocument, qualname: str) -> ast.AST | None:
 def has_inputs_directive(doc: ProfiledDocument, qualname: str) -> bool:
     analysis = doc.analysis()
     symbol = analysis.symbols.get(qualname) if analysis else None
-    if symbol is None:
+    if analysis is None or symbol is None:
         return False
     now = analysis.def_line_now(symbol)
     if now is None:
@@ -122,7 +122,7 @@ def quick_fix_edit(doc: ProfiledDocument, qualname: str) -> types.WorkspaceEdit 
     """Factory above the function (its decorators and comments), directive right above it."""
     analysis = doc.analysis()
     symbol = analysis.symbols.get(qualname) if analysis else None
-    if symbol is None or _nested(qualname):
+    if analysis is None or symbol is None or _nested(qualname):
         return None
     now = analysis.def_line_now(symbol)
     if now is None:
@@ -137,7 +137,8 @@ def quick_fix_edit(doc: ProfiledDocument, qualname: str) -> types.WorkspaceEdit 
     while top > 0 and lines[top - 1].lstrip().startswith("#"):
         top -= 1  # the comments that belong to the function stay with it
     # A method's factory and directive go at the class's level: the factory is module-level.
-    indent = re.match(r"[ \t]*", lines[start]).group(0) if start < len(lines) else ""
+    # a line always matches: the pattern may match nothing
+    indent = re.match(r"[ \t]*", lines[start]).group(0) if start < len(lines) else ""  # type: ignore[union-attr]
     edits = []
     if symbol.kind == "method":
         cls = analysis.symbols.get(qualname.rsplit(".", 1)[0])
@@ -164,8 +165,8 @@ def _insert(line: int, text: str) -> types.TextEdit:
 def _name_range(doc: ProfiledDocument, qualname: str) -> types.Range | None:
     analysis = doc.analysis()
     symbol = analysis.symbols.get(qualname) if analysis else None
-    now = analysis.def_line_now(symbol) if symbol else None
-    if now is None:
+    now = analysis.def_line_now(symbol) if analysis and symbol else None
+    if symbol is None or now is None:
         return None
     lines = doc.text.splitlines()
     text = lines[now] if now < len(lines) else ""

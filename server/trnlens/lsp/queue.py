@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +40,8 @@ class Job:
 class RunQueue:
     def __init__(
         self,
-        execute: Callable[[Job], Awaitable[None]],
-        dropped: Callable[[Job], Awaitable[None]],
+        execute: Callable[[Job], Coroutine[Any, Any, None]],
+        dropped: Callable[[Job], Coroutine[Any, Any, None]],
         settled: Callable[[Job], None] | None = None,
     ):
         self._execute = execute  # runs a job; cancellation arrives as CancelledError

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from lsprotocol import types
 
 from trnlens.lsp import markdown
+from trnlens.lsp.command_args import ReportArgument
 from trnlens.lsp.command_ids import REPORT
+from trnlens.lsp.context import Context
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.report import build
-
-if TYPE_CHECKING:
-    from trnlens.lsp.server import TrnlensServer
 
 
 class ReportRefused(Exception):
@@ -38,7 +37,7 @@ def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
     for qualname, placement in doc.placements.items():
         symbol = analysis.symbols.get(qualname)
         line = analysis.header_line_now(symbol) if symbol else None
-        if line is None:
+        if symbol is None or line is None:
             continue
         position = types.Position(line, symbol.def_column)
         arguments = [_arguments(doc, placement, show=True)]
@@ -63,18 +62,16 @@ def hover_link(doc: ProfiledDocument, placement: Placement) -> str:
     return f"[run report](command:{REPORT}?{arguments}) ({cli})"
 
 
-async def report(server: TrnlensServer, arg: dict[str, Any]) -> dict:
-    """{uri?, qualname?, runId?, show?} -> {path, uri, root, runIds, reused, title}: the run
-    ``runId``, else the latest run of uri/qualname, else the project's latest run."""
-    uri, qualname, run_id = arg.get("uri"), arg.get("qualname"), arg.get("runId")
-    for name, value in (("uri", uri), ("qualname", qualname), ("runId", run_id)):
-        if value is not None and not isinstance(value, str):
-            raise ReportRefused(f"{REPORT}: {name} must be a string")
+async def report(ctx: Context, arg: ReportArgument) -> dict[str, Any]:
+    """-> {path, uri, root, runIds, reused, title}: the run ``runId``, else the latest run of
+    uri/qualname, else the project's latest run."""
+    uri, qualname, run_id = arg.uri, arg.qualname, arg.run_id
+    relpath: str | None
     if uri:
-        root, relpath = server.root_and_relpath(server.path_of(uri))
+        root, relpath = ctx.root_and_relpath(ctx.path_of(uri))
     else:
-        root, relpath = server.default_root(), None
-    store = server.store(root)
+        root, relpath = ctx.default_root(), None
+    store = ctx.store(root)
     if store is None:
         raise ReportRefused("no runs stored in this project yet: profile a function first")
     if run_id:
@@ -90,10 +87,8 @@ async def report(server: TrnlensServer, arg: dict[str, Any]) -> dict:
     except (build.ReportError, OSError) as exc:
         raise ReportRefused(str(exc)) from None
     page = built.path.as_uri()
-    if arg.get("show"):
-        window = server.client_capabilities.window
-        if window and window.show_document and window.show_document.support:
-            server.window_show_document(types.ShowDocumentParams(uri=page, external=True))
+    if arg.show:
+        ctx.client.show_document(page)
     return {
         "path": str(built.path),
         "uri": page,

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from lsprotocol import types
 
 from trnlens.lsp import format, markdown
-from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.settings import Settings
 
 SOURCE = "trnlens (measured)"
@@ -61,7 +61,7 @@ def provider(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
     return found
 
 
-def findings_here(doc: ProfiledDocument) -> Iterator[tuple[int, dict, object]]:
+def findings_here(doc: ProfiledDocument) -> Iterator[tuple[int, dict, Placement]]:
     """(current 0-based line, finding, placement) for each finding on this document."""
     for placement in doc.placements.values():
         if placement.result.error:

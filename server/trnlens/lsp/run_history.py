@@ -69,29 +69,20 @@ def history_answer(
         return answer
     try:
         line = history.lineage(store, root, relpath, qualname, current_hash=current)
-        runs = history.history(store, line)
-        for run in runs:
-            base = history.previous_comparable(runs, run)
-            change = history.change(base, run, threshold) if base else None
-            fn = run["function"]
+        found = history.entries(store, line, threshold)
+        for entry in found:
+            run = entry.run
             answer["runs"].append(
-                {
-                    "run_id": run["run_id"],
-                    "created_at": run.get("created_at"),
-                    "identity": f"{fn['path']}::{fn['qualname']}",
-                    "git_commit": run.get("git_commit"),
-                    "target": run.get("target"),
-                    "backend": run.get("backend"),
-                    "mode": run.get("mode"),
-                    "median_us": (run.get("timing") or {}).get("median_us"),
-                    "error": (run.get("error") or {}).get("kind"),
-                    "source_hash": fn.get("source_hash"),
-                    "change": change.to_json() if change else None,
-                }
+                entry.row(
+                    median_us=(run.get("timing") or {}).get("median_us"),
+                    error=(run.get("error") or {}).get("kind"),
+                    source_hash=run["function"].get("source_hash"),
+                )
             )
         answer["aliases"] = [f"{p}::{q}" for p, q in line.aliases]
-        if runs:
-            answer["stale"] = current is None or runs[0]["function"].get("source_hash") != current
+        if found:
+            newest = found[0].run["function"].get("source_hash")
+            answer["stale"] = current is None or newest != current
         return answer
     finally:
         store.close()

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 
@@ -24,6 +24,7 @@ from trnlens import project
 from trnlens.agent.protocol import Progress
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.lsp import format, missing_inputs
+from trnlens.lsp.context import Context
 from trnlens.lsp.documents import analyse
 from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
@@ -35,9 +36,6 @@ from trnlens.targets import registry
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
-if TYPE_CHECKING:
-    from trnlens.lsp.server import TrnlensServer
-
 log = logging.getLogger(__name__)
 
 
@@ -46,8 +44,8 @@ class RequestRefused(Exception):
 
 
 class Runs:
-    def __init__(self, server: TrnlensServer):
-        self.server = server
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
         self.queue = RunQueue(self._execute, self._dropped, self._settled)
         self._agents: dict[tuple, AgentProcess] = {}
         # every SSH host this server reached (agents, Neuron Explorer): their shared connections
@@ -103,15 +101,15 @@ class Runs:
     ) -> tuple[Path, Path, TargetSettings]:
         """Refuses (RequestRefused) what cannot run: bad settings, an untrusted workspace, an
         unknown target, a function the file does not have."""
-        path = self.server.path_of(uri)
+        path = self.ctx.path_of(uri)
         root = project.find_root(path)
-        doc = self.server.documents.get(uri)
+        doc = self.ctx.documents.get(uri)
         text = doc.text if doc is not None else _read(path)
         try:
-            settings = self.server.config.resolve(root)
+            settings = self.ctx.config.resolve(root)
         except SettingsError as exc:
             raise RequestRefused(f"trnlens settings: {exc}") from None
-        if not self.server.config.trusted:
+        if not self.ctx.config.trusted:
             # Profiling imports and runs the repository's code: never in an untrusted workspace.
             raise RequestRefused(
                 "this workspace is not trusted: trnlens only analyses its code; trust the "
@@ -133,7 +131,7 @@ class Runs:
     async def _begin(self, job: Job, title: str, root: Path, path: Path, kind: str) -> None:
         position = self.queue.position(job)
         ready = asyncio.Event()
-        progress = RunProgress(self.server, job.token, title, kind, job.qualname)
+        progress = self.ctx.client.progress(job.token, title, kind, job.qualname)
         job.context.update(ready=ready, progress=progress, root=root, path=path)
         ahead = self.queue.running(job.target)
         queued = ahead is not None and ahead is not job
@@ -144,7 +142,7 @@ class Runs:
         )
         await progress.begin(waiting, "queued" if queued else "starting")
         ready.set()  # only now may the lane start it: progress exists before any report
-        self.server.refresh_lenses()
+        self.ctx.refresh_lenses()
 
     def job_state(self, uri: str, qualname: str, kind: str = "profile") -> str | None:
         """The lens text for a pending job: 'running: measuring' or 'queued (#2)' (``kind``
@@ -199,17 +197,17 @@ class Runs:
     def _settled(self, job: Job) -> None:
         """The job left the queue: its lens goes back to ▶ Profile (or shows the run's figures
         or failure). Refreshing before this point would show the job as still pending."""
-        self.server.refresh_lenses()
+        self.ctx.refresh_lenses()
 
     async def _execute(self, job: Job) -> None:
         await job.context["ready"].wait()
         progress: RunProgress = job.context["progress"]
         root: Path = job.context["root"]
-        doc = self.server.documents.get(job.uri)
+        doc = self.ctx.documents.get(job.uri)
         mark = doc.mark() if doc is not None else None
-        self.server.refresh_lenses()
+        self.ctx.refresh_lenses()
         try:
-            settings = self.server.config.resolve(root)
+            settings = self.ctx.config.resolve(root)
             target = _allowed_target(settings, job.target)
             outcome = await asyncio.wait_for(
                 self._run(job, settings, target, progress), settings.timeout_seconds
@@ -235,7 +233,7 @@ class Runs:
                     failed = missing_inputs.InputsFailure(job.qualname, message)
                     doc.inputs_failures[job.qualname] = failed
                 self._fail(job, message, failure.kind)
-                self.server.publish(job.uri, force=True)
+                self.ctx.publish(job.uri, force=True)
             else:
                 self._fail(job, f"{failure.kind} error: {failure}", failure.kind)
         except (SchemaMismatch, OSError) as exc:
@@ -262,9 +260,9 @@ class Runs:
             variants=variants,
             project_root=root, backend=settings.backend, warmup=settings.warmup,
             steps=settings.steps, repeats=settings.repeats, mode=settings.mode,
-            files=self.server.unsaved_files(root), nproc_per_node=target_nproc(target),
+            files=self.ctx.unsaved_files(root), nproc_per_node=target_nproc(target),
         )  # fmt: skip
-        runner = _build_target(target, root)
+        runner = build_target(target, root)
         agent = self._agent(runner)
 
         def on_progress(state: Progress) -> None:
@@ -273,8 +271,7 @@ class Runs:
             progress.report(f"{job.phase}{detail}", state)
 
         progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
-        store = self.server.store(root, create=True)
-        assert store is not None  # create=True: made when missing
+        store = self.ctx.run_store(root)
         return await run_profile(request, store, runner, on_progress=on_progress, agent=agent)
 
     def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
@@ -290,21 +287,21 @@ class Runs:
     def _show(self, job: Job, outcome: Outcome, mark) -> None:
         progress: RunProgress = job.context["progress"]
         result = outcome if isinstance(outcome, Result) else outcome.variants[0]
-        doc = self.server.documents.get(job.uri)
+        doc = self.ctx.documents.get(job.uri)
         if doc is not None:
             doc.place(result, mark)
         if result.error:
             progress.end(f"{job.qualname} raised: {result.error.get('message')}", "raised")
         else:
             progress.end(f"{job.qualname}: {format.headline(result)}", "succeeded")
-        self.server.after_run(job.uri)
+        self.ctx.after_run(job.uri)
 
     def _compared(self, job: Job, outcome: Outcome, mark) -> None:
         answer = job.context["on_result"](job, outcome.data, mark)
         raised = any(run.error for run in runs(outcome))
         job.context["progress"].end(answer["message"], "raised" if raised else "succeeded")
-        self.server.show(f"trnlens: {answer['message']}")
-        self.server.after_run(job.uri)
+        self.ctx.show(f"trnlens: {answer['message']}")
+        self.ctx.after_run(job.uri)
         _settle(job, {**answer, "token": job.token, "target": job.target})
 
     def _fail(self, job: Job, message: str, kind: str = "error") -> None:
@@ -314,8 +311,8 @@ class Runs:
         if "done" not in job.context:
             # A profile's command answered long ago: the message is the only way to tell. A
             # comparison's command is still waiting: its error answer tells instead (once).
-            self.server.show(f"trnlens: {verb} {job.qualname} failed: {message}", severity)
-        self.server.refresh_lenses()
+            self.ctx.show(f"trnlens: {verb} {job.qualname} failed: {message}", severity)
+        self.ctx.refresh_lenses()
         _settle(job, error=message, severity="warning" if kind == "usage" else "error")
 
 
@@ -343,22 +340,13 @@ def _settle(
         done.set_result(value)
 
 
-def latest_profile(store, path: str, qualname: str) -> dict | None:
-    """The latest run that measured the function as written. A comparison stores its fixed
-    (``source``) and compiled variants under the same function: they are not its profile."""
-    for run in store.runs(path, qualname, limit=10):
-        if (run.get("variant") or {}).get("kind", "function") == "function":
-            return run
-    return None
-
-
 def _allowed_target(settings: Settings, name: str | None) -> TargetSettings:
     try:
         target = settings.target_named(name)
     except KeyError as exc:
         raise RequestRefused(str(exc.args[0])) from None
     try:
-        _build_target(target, Path("."))
+        build_target(target, Path("."))
     except TargetError as exc:
         raise RequestRefused(f"trnlens.targets: {exc}") from None
     return target
@@ -370,7 +358,7 @@ def target_nproc(target: TargetSettings | None, strict: bool = True) -> int:
     value = (target.fields if target is not None else {}).get("nproc_per_node", 1)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-    if strict and target is not None:  # None has no value to be bad: 1
+    if strict and target is not None:  # no target: the value is the default, 1
         raise RequestRefused(
             f"trnlens.targets.{target.name}.nproc_per_node must be a positive integer, "
             f"not {value!r}"
@@ -378,7 +366,7 @@ def target_nproc(target: TargetSettings | None, strict: bool = True) -> int:
     return 1
 
 
-def _build_target(target: TargetSettings, root: Path) -> LocalTarget | SshTarget:
+def build_target(target: TargetSettings, root: Path) -> LocalTarget | SshTarget:
     """The runnable target for a settings entry (local, or SSH with the issue's fields)."""
     if target.is_local:
         return LocalTarget(

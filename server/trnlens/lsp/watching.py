@@ -19,30 +19,29 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from trnlens import history
-from trnlens.lsp import command_ids, format
+from trnlens.lsp import format
+from trnlens.lsp.context import Context
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.run_history import change_in_thread, file_hashes, history_answer
-from trnlens.lsp.runs import latest_profile
+from trnlens.lsp.runs import Runs
+from trnlens.lsp.stored import latest_profile
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings
 from trnlens.watch import Batch, WorkspaceWatcher
 
-if TYPE_CHECKING:
-    from trnlens.lsp.server import TrnlensServer
-
 log = logging.getLogger(__name__)
 
 STALE_CHANGED = "trnlens/staleChanged"
-HISTORY_COMMAND = command_ids.HISTORY
 HISTORY_WORKERS = 2  # git processes at once for lens histories
 MAX_FILE_BYTES = 2_000_000  # larger "Python" files (generated data) are not analysed
 
@@ -74,8 +73,9 @@ def analysis_diagnostics(doc: ProfiledDocument, settings: Settings) -> list[type
 
 
 class Watching:
-    def __init__(self, server: TrnlensServer):
-        self.server = server
+    def __init__(self, ctx: Context, runs: Runs):
+        self.ctx = ctx
+        self.runs = runs
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watchers: dict[Path, WorkspaceWatcher] = {}
         self.closed: set[str] = set()  # closed files' uris with diagnostics published by us
@@ -92,15 +92,15 @@ class Watching:
     # -- life cycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        for root in self.server.roots():
+        for root in self.ctx.roots():
             self.watch(root)
 
     def watch(self, root: Path) -> None:
         if self.loop is None or root in self.watchers:
             return
-        if not self.server.config.settings_for(root).watch_enabled or not root.is_dir():
+        if not self.ctx.config.settings_for(root).watch_enabled or not root.is_dir():
             return
-        store = self.server.store(root)
+        store = self.ctx.store(root)
         self.cursors[root] = store.last_rowid() if store else 0
         try:
             self.watchers[root] = WorkspaceWatcher(root, lambda b: self._from_thread(root, b))
@@ -125,7 +125,7 @@ class Watching:
         if batch.rescan:
             paths.extend(self.watchers[root].walk(since=batch.since) if root in self.watchers
                          else [])  # fmt: skip
-        settings = self.server.config.settings_for(root)
+        settings = self.ctx.config.settings_for(root)
         for path in paths:
             prepared = self._prepare(root, path, settings)
             if prepared is not None:
@@ -134,7 +134,7 @@ class Watching:
 
     def _prepare(self, root: Path, path: Path, settings: Settings):
         uri = from_fs_path(str(path))
-        if uri is None or uri in self.server.documents:
+        if uri is None or uri in self.ctx.documents:
             return None  # open: the buffer wins
         try:
             if path.stat().st_size > MAX_FILE_BYTES:
@@ -152,12 +152,10 @@ class Watching:
 
     # -- the server's loop: publish, stale, new runs
     def _apply_file(self, root: Path, uri: str, relpath: str, found: list, hashes: dict) -> None:
-        if uri in self.server.documents:
+        if uri in self.ctx.documents:
             return  # opened meanwhile
         if found or uri in self.closed:
-            self.server.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=uri, diagnostics=found)
-            )
+            self.ctx.client.publish_diagnostics(uri, found)
         if found:
             self.closed.add(uri)
         else:
@@ -166,7 +164,7 @@ class Watching:
 
     def _recheck(self, root: Path, uri: str, relpath: str, hashes: dict[str, str] | None) -> None:
         """Compares the file's runs with its current source (None: the file is gone)."""
-        store = self.server.store(root)
+        store = self.ctx.store(root)
         if store is None:
             return
         identities = [q for p, q in store.identities(relpath)]
@@ -183,7 +181,7 @@ class Watching:
         before = self.stale.get(uri)
         self.stale[uri] = frozenset(stale)
         if before != self.stale[uri]:
-            self.server.protocol.notify(
+            self.ctx.client.notify(
                 STALE_CHANGED,
                 {"uri": uri, "path": relpath, "stale": sorted(stale), "fresh": sorted(fresh)},
             )
@@ -201,9 +199,9 @@ class Watching:
             return
         gone = [str(p) for p in deleted]
         for uri in list(self.closed | set(self.stale)):
-            if uri in self.server.documents:
+            if uri in self.ctx.documents:
                 continue
-            path = self.server.path_of(uri)
+            path = self.ctx.path_of(uri)
             text = str(path)
             if not any(text == g or text.startswith(g.rstrip("/") + "/") for g in gone):
                 continue
@@ -211,19 +209,17 @@ class Watching:
                 continue  # came back (a rename onto itself, a checkout)
             if uri in self.closed:
                 self.closed.discard(uri)
-                self.server.text_document_publish_diagnostics(
-                    types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
-                )
+                self.ctx.client.publish_diagnostics(uri, [])
         for g in gone:
             path = Path(g)
             if path.name.endswith((".py", ".pyi")) and not path.exists():
                 uri = from_fs_path(g)
-                if uri and uri not in self.server.documents:
-                    self._recheck(root, uri, self.server.root_and_relpath(path)[1], None)
+                if uri and uri not in self.ctx.documents:
+                    self._recheck(root, uri, self.ctx.root_and_relpath(path)[1], None)
 
     def pick_up_runs(self, root: Path, run_ids: frozenset[str] | set[str] = frozenset()) -> int:
         """Places runs stored since we last looked (by any process) on open documents."""
-        store = self.server.store(root)
+        store = self.ctx.store(root)
         if store is None:
             return 0
         for run_id in sorted(run_ids):
@@ -235,11 +231,11 @@ class Watching:
         self._forget_changes()  # baselines may have changed
         touched = set()
         newest = {(path, qualname) for _, _, path, qualname in rows}
-        for doc in list(self.server.documents.values()):
+        for doc in list(self.ctx.documents.values()):
             if doc.root.resolve() != root.resolve():
                 continue
             for path, qualname in newest:
-                if path != doc.relpath or self.server.runs.job_state(doc.uri, qualname):
+                if path != doc.relpath or self.runs.job_state(doc.uri, qualname):
                     continue  # another file, or our own run still being placed by its job
                 found = latest_profile(store, path, qualname)  # not a comparison's variant
                 placed = doc.placements.get(qualname)
@@ -252,10 +248,10 @@ class Watching:
                     continue
                 touched.add(doc.uri)
         if touched:
-            self.server.refresh_lenses()
-            self.server.refresh_hints()
+            self.ctx.refresh_lenses()
+            self.ctx.refresh_hints()
             for uri in touched:
-                self.server.publish(uri, force=True)
+                self.ctx.publish(uri, force=True)
         return len(rows)
 
     # -- history on lenses and diagnostics
@@ -263,11 +259,11 @@ class Watching:
         """The run's change against its baseline, once known; None until then (it is worked
         out in a thread, and lenses and diagnostics are refreshed when it is ready) and when
         there is no baseline."""
-        settings = self.server.config.settings_for(doc.root)
+        settings = self.ctx.config.settings_for(doc.root)
         key = (result.run_id, settings.baseline_ref, settings.regression_threshold)
         if key in self._changes:
             return self._changes[key]
-        if result.error or self.server.store(doc.root) is None:
+        if result.error or self.ctx.store(doc.root) is None:
             self._changes[key] = None
             return None
         if key not in self._pending and self.loop is not None:
@@ -298,10 +294,10 @@ class Watching:
         self._changes[key] = found
         if found is None:
             return  # nothing to show: lenses and diagnostics already say nothing
-        self.server.refresh_lenses()
-        for uri, doc in list(self.server.documents.items()):
+        self.ctx.refresh_lenses()
+        for uri, doc in list(self.ctx.documents.items()):
             if doc.root == root:
-                self.server.publish(uri)
+                self.ctx.publish(uri)
 
     def _forget_changes(self) -> None:
         self._changes.clear()
@@ -317,7 +313,7 @@ class Watching:
             return None
         if found is None:
             return None
-        ref = self.server.config.settings_for(doc.root).baseline_ref
+        ref = self.ctx.config.settings_for(doc.root).baseline_ref
         against = ref or "previous"
         verdict = found.verdict
         if verdict == "no change":
@@ -368,23 +364,18 @@ class Watching:
             )
         return found
 
-    async def history_command(self, argument: Any) -> dict:
+    async def history(self, uri: str, qualname: str) -> dict[str, Any]:
         """``trnlens.server.history {uri, qualname}``: the function's runs (renames included),
         each with its change against the previous comparable run; and whether it is stale.
         The lineage (git, the store, files on disk) is worked out in a thread."""
-        argument = argument if isinstance(argument, dict) else {}
-        uri, qualname = argument.get("uri"), argument.get("qualname")
-        if not isinstance(uri, str) or not isinstance(qualname, str):
-            from trnlens.lsp.commands import CommandError
-
-            raise CommandError("trnlens.server.history takes {uri, qualname}")
-        path = self.server.path_of(uri)
-        doc = self.server.documents.get(uri)
-        root, relpath = (doc.root, doc.relpath) if doc else self.server.root_and_relpath(path)
+        path = self.ctx.path_of(uri)
+        doc = self.ctx.documents.get(uri)
+        root, relpath = (doc.root, doc.relpath) if doc else self.ctx.root_and_relpath(path)
         current: str | None = None  # an open document's; else read from disk in the thread
-        from_buffer = doc is not None and doc.analysis() is not None
-        if from_buffer:
-            current = doc.analysis().source_hash(qualname)
+        analysis = doc.analysis() if doc is not None else None
+        from_buffer = analysis is not None
+        if analysis is not None:
+            current = analysis.source_hash(qualname)
         answer: dict[str, Any] = {
             "identity": f"{relpath}::{qualname}",
             "aliases": [],
@@ -392,29 +383,10 @@ class Watching:
             "stale": None,
             "watching": root.resolve() in {r.resolve() for r in self.watchers},
         }
-        if self.server.store(root) is None:
+        if self.ctx.store(root) is None:
             return answer
-        threshold = self.server.config.settings_for(root).regression_threshold
-        work = (history_answer, answer, path, root, relpath, qualname, current, from_buffer)
-        work += (threshold,)
-        return await asyncio.get_running_loop().run_in_executor(self._history_pool, *work)
-
-
-def install(server: TrnlensServer) -> Watching:
-    """Wires watching and history into the server (called once from ``create_server``)."""
-    watching = Watching(server)
-    server.watching = watching  # type: ignore[attr-defined]
-    server.diagnostics.register("history.regressions", watching.regressions)
-
-    @server.command(HISTORY_COMMAND)
-    async def history_command(ls: Any, *args: Any) -> dict:  # pygls reads these hints
-        try:
-            return await watching.history_command(args[0] if args else None)
-        except Exception as exc:
-            from trnlens.lsp.commands import CommandError
-
-            if isinstance(exc, CommandError):
-                ls.show(str(exc), types.MessageType.Error)
-            raise
-
-    return watching
+        threshold = self.ctx.config.settings_for(root).regression_threshold
+        work = functools.partial(
+            history_answer, answer, path, root, relpath, qualname, current, from_buffer, threshold
+        )
+        return await asyncio.get_running_loop().run_in_executor(self._history_pool, work)

@@ -1,0 +1,269 @@
+"""What the editor features share: the open documents, the stores, the settings, and the client.
+
+Features take a :class:`Context` (or only the parts they use), never the pygls server: the server
+(``server.py``) only wires LSP methods to handlers, and the client side of the connection is
+reached through the small :class:`Client` protocol (``client.py`` implements it over pygls; unit
+tests pass a fake). Nothing here imports a feature module, so no feature can import its way back
+to the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from pathlib import Path
+from typing import Protocol
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from trnlens import project
+from trnlens.lsp.config import Config
+from trnlens.lsp.diagnostics import DiagnosticsHub
+from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.errors import CommandError
+from trnlens.lsp.progress import RunProgress
+from trnlens.lsp.stored import latest_profile
+from trnlens.results import Result, SchemaMismatch
+from trnlens.settings import Settings
+from trnlens.store import Store, StoreError
+
+log = logging.getLogger(__name__)
+
+
+class Client(Protocol):
+    """The editor at the other end, as far as the features talk to it."""
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None: ...
+
+    def show_document(self, uri: str) -> None:
+        """Asks the client to open ``uri`` externally (a browser), when it can."""
+
+    def publish_diagnostics(self, uri: str, diagnostics: list[types.Diagnostic]) -> None: ...
+
+    def notify(self, method: str, params: object) -> None: ...
+
+    def refresh_lenses(self) -> None: ...
+
+    def refresh_hints(self) -> None: ...
+
+    def progress(self, token: str, title: str, kind: str, qualname: str) -> RunProgress: ...
+
+    def can_ask(self) -> bool:
+        """Whether the client shows message requests with buttons."""
+
+    async def ask(self, message: str, titles: list[str]) -> str | None:
+        """The title of the button the user chose (None: dismissed)."""
+
+    async def fetch_configuration(self) -> list[object] | None:
+        """The answer to ``workspace/configuration`` for the ``trnlens`` section; None when the
+        client cannot be asked or did not answer."""
+
+    def markdown(self) -> bool:
+        """Whether the client declared a Markdown parser (it renders ``&nbsp;``)."""
+
+    def workspace_root(self) -> Path | None: ...
+
+    def document_text(self, uri: str) -> str:
+        """The open document's text, with every change the client sent applied."""
+
+    def workspace_folders(self) -> list[Path]: ...
+
+
+class Context:
+    """The state every feature reads: documents by uri, a store per project, settings, the
+    client; and the few ways of telling the client what changed."""
+
+    def __init__(self, client: Client, config: Config | None = None) -> None:
+        self.client = client
+        self.config = config or Config()
+        self.documents: dict[str, ProfiledDocument] = {}
+        self.diagnostics = DiagnosticsHub()
+        self._stores: dict[Path, Store] = {}
+        self._generations = itertools.count(1)
+        self._published: dict[str, int] = {}
+        self._told: dict[Path, str] = {}  # settings problems already shown, by root
+        self._opening: dict[str, asyncio.Event] = {}  # documents being parsed off the loop
+
+    # -- paths, projects, stores
+    def path_of(self, uri: str) -> Path:
+        path = to_fs_path(uri)
+        if path is None:
+            raise CommandError(f"not a file: {uri}")
+        return Path(path)
+
+    def root_and_relpath(self, path: Path) -> tuple[Path, str]:
+        root = project.find_root(path)
+        try:
+            return root, path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            return root, path.as_posix()
+
+    def roots(self) -> set[Path]:
+        found = {doc.root for doc in self.documents.values()}
+        found.update(self.client.workspace_folders())
+        return found
+
+    def default_root(self) -> Path:
+        root = self.client.workspace_root()
+        if root is not None:
+            return root
+        return next(iter(self.roots()), Path.cwd())
+
+    def settings_for(self, root: Path) -> Settings:
+        return self.config.settings_for(root)
+
+    def store(self, root: Path, create: bool = False) -> Store | None:
+        """The project's store; without ``create``, None when no run was ever stored there (so
+        that merely opening a file writes nothing into the user's project)."""
+        root = root.resolve()
+        if root not in self._stores:
+            if not create and not (root / ".trnlens" / "runs.sqlite").exists():
+                return None
+            store = self._stores[root] = Store(root)  # StoreError: the caller says why
+            if store.recovered:
+                self.show(f"trnlens: {store.recovered}", types.MessageType.Warning)
+        return self._stores[root]
+
+    def run_store(self, root: Path) -> Store:
+        """The project's store for a run to go in, created by the first one."""
+        store = self.store(root, create=True)
+        assert store is not None  # create=True makes one or raises StoreError
+        return store
+
+    def close_stores(self) -> None:
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
+    def unsaved_files(self, root: Path) -> dict[str, str]:
+        """Open documents of this project whose text differs from the file on disk."""
+        files = {}
+        for doc in self.documents.values():
+            if doc.root != root:
+                continue
+            try:
+                on_disk = doc.path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                on_disk = None
+            if on_disk != doc.text:
+                files[str(doc.path)] = doc.text
+        return files
+
+    # -- documents
+    def open_document(self, uri: str, text: str) -> ProfiledDocument | None:
+        """Opens the document and places its stored runs, all at once (parsing it here)."""
+        doc = self.add_document(uri, text)
+        if doc is not None:
+            self.load_stored(doc)
+        return doc
+
+    def add_document(self, uri: str, text: str) -> ProfiledDocument | None:
+        """The document, open from now on (edits apply to it) but not parsed yet; None for a
+        file that is no Python source."""
+        path = to_fs_path(uri)
+        if path is None or not path.endswith((".py", ".pyi")):
+            return None
+        root = project.find_root(path)
+        doc = ProfiledDocument(uri, Path(path), root, text, next(self._generations))
+        self.documents[uri] = doc
+        return doc
+
+    def opening(self, uri: str) -> asyncio.Event:
+        """Marks the document as being prepared off the loop: requests wait for :meth:`opened`
+        (their answers need its parse) instead of parsing it on the loop themselves."""
+        ready = self._opening[uri] = asyncio.Event()
+        return ready
+
+    def opened(self, uri: str, ready: asyncio.Event) -> None:
+        ready.set()
+        if self._opening.get(uri) is ready:
+            del self._opening[uri]
+
+    async def document(self, uri: str) -> ProfiledDocument | None:
+        """The open document, once it is ready to answer requests (see :meth:`opening`)."""
+        ready = self._opening.get(uri)
+        if ready is not None:
+            await ready.wait()
+        return self.documents.get(uri)
+
+    def close_document(self, uri: str) -> bool:
+        """Forgets the document and takes back its diagnostics; False when it was not open."""
+        if self.documents.pop(uri, None) is None:
+            return False
+        self.publish(uri, force=True)
+        self._published.pop(uri, None)
+        return True
+
+    def load_stored(self, doc: ProfiledDocument) -> None:
+        """Reopening the editor shows the last run of each function, from the store."""
+        try:
+            store = self.store(doc.root)
+        except StoreError as exc:  # the document still opens, analysed, without stored runs
+            self.show(f"trnlens: {exc}", types.MessageType.Warning)
+            return
+        analysis = doc.analysis()
+        if store is None or analysis is None:
+            return
+        for qualname in analysis.symbols:
+            found = latest_profile(store, doc.relpath, qualname)  # not a fixed/compiled variant
+            if found is None:
+                continue
+            try:
+                doc.place(Result.parse(found))
+            except SchemaMismatch as exc:
+                log.warning("ignoring stored run of %s: %s", qualname, exc)
+
+    # -- telling the client
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.client.show(message, kind)
+
+    def refresh_lenses(self) -> None:
+        self.client.refresh_lenses()
+
+    def refresh_hints(self) -> None:
+        self.client.refresh_hints()
+
+    def publish(self, uri: str, force: bool = False) -> None:
+        doc = self.documents.get(uri)
+        if doc is None:
+            found: list[types.Diagnostic] = []
+        else:
+            found = self.diagnostics.collect(doc, self.config.settings_for(doc.root))
+        # While typing, publish only when there is something to say or to take back.
+        if not force and not found and not self._published.get(uri):
+            return
+        self._published[uri] = len(found)
+        self.client.publish_diagnostics(uri, found)
+
+    def after_run(self, uri: str) -> None:
+        self.refresh_lenses()
+        self.refresh_hints()
+        self.publish(uri, force=True)
+        for other in list(self.documents):  # an open library file the run executed
+            if other != uri:
+                self.publish(other)
+
+    def report_settings_problems(self) -> None:
+        """Says once per distinct problem that a settings source is malformed (the features
+        meanwhile run on the defaults)."""
+        for root in self.roots():
+            self.config.settings_for(root)
+        for root, problem in self.config.problem_items():
+            if self._told.get(root) != problem:
+                self._told[root] = problem
+                message = f"trnlens settings: {problem}; using the defaults"
+                self.show(message, types.MessageType.Warning)
+
+    def refresh_all(self) -> None:
+        self.report_settings_problems()
+        self.refresh_lenses()
+        self.refresh_hints()
+        for uri in list(self.documents):
+            self.publish(uri)
+
+    async def fetch_configuration(self) -> None:
+        values = await self.client.fetch_configuration()
+        if values is not None:
+            self.config.set_client_configuration(values[0] if values else None)

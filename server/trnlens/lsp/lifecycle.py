@@ -1,0 +1,92 @@
+"""Handlers of the connection's life and of document sync: initialize, configuration, open,
+change, close, progress cancel, shutdown. Module-level functions of the services and the
+method's params; ``server.py`` registers them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lsprotocol import types
+
+from trnlens.lsp.errors import guarded
+from trnlens.lsp.services import Services
+
+
+def initialize(app: Services, params: types.InitializeParams) -> None:
+    app.ctx.config.set_initialization_options(params.initialization_options)
+
+
+async def initialized(app: Services, params: types.InitializedParams) -> None:
+    await app.ctx.fetch_configuration()
+    app.ctx.refresh_all()
+    app.watching.start(asyncio.get_running_loop())
+
+
+async def did_change_configuration(
+    app: Services, params: types.DidChangeConfigurationParams
+) -> None:
+    settings = params.settings
+    if isinstance(settings, dict) and settings.get("trnlens") is not None:
+        app.ctx.config.set_client_configuration(settings["trnlens"])
+    else:  # a "pull" client: the notification only says that something changed
+        await app.ctx.fetch_configuration()
+    app.ctx.refresh_all()
+
+
+@guarded(None)
+async def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> None:
+    """The document is open at once (edits apply to it); its parse and static analysis are
+    made in a worker thread (seconds for a big file), and requests on it wait for them."""
+    ctx = app.ctx
+    doc = ctx.add_document(params.text_document.uri, params.text_document.text)
+    if doc is None:
+        return
+    ready = ctx.opening(doc.uri)
+    try:
+        settings = ctx.settings_for(doc.root)
+        prepare = app.analysis.prepare
+        prepared = await asyncio.to_thread(prepare, doc.text, doc.relpath, settings)
+        if ctx.documents.get(doc.uri) is not doc:
+            return  # closed (or reopened) meanwhile
+        app.analysis.adopt(doc, prepared)
+        ctx.load_stored(doc)
+    finally:
+        ctx.opened(doc.uri, ready)
+    ctx.report_settings_problems()
+    app.watching.watch(doc.root)
+    ctx.publish(doc.uri)
+
+
+@guarded(None)
+def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None:
+    ctx = app.ctx
+    doc = ctx.documents.get(params.text_document.uri)
+    if doc is None:
+        return
+    # the text after the change, as the connection's workspace applied it
+    doc.update(ctx.client.document_text(doc.uri), list(params.content_changes))
+    if doc.restore_matching():  # an Undo: the run that measured this text is shown again
+        ctx.refresh_lenses()
+        ctx.refresh_hints()
+        ctx.publish(doc.uri, force=True)
+    else:
+        ctx.publish(doc.uri)
+
+
+@guarded(None)
+def did_close(app: Services, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    if app.ctx.close_document(uri):
+        app.analysis.forget(uri)
+        app.lenses.forget(uri)
+
+
+async def progress_cancel(app: Services, params: types.WorkDoneProgressCancelParams) -> None:
+    await app.runs.cancel_token(str(params.token))
+
+
+async def shutdown(app: Services, params: None) -> None:
+    app.watching.stop()
+    await app.tunnels.close()  # before the ssh masters they may ride on
+    await app.runs.close()
+    app.ctx.close_stores()
