@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -21,6 +22,13 @@ from tests import components, hygiene
 # are derandomized and bounded instead, the same inputs on every run.
 settings.register_profile("trnlens", database=None)
 settings.load_profile("trnlens")
+
+# A suite started as a background job of a shell without job control inherits SIGINT ignored, and
+# Python then installs no KeyboardInterrupt handler, in itself or in the CLIs and agents it starts
+# (an ignored signal stays ignored across exec). The Ctrl-C and cancel tests need what a terminal
+# gives: Python's own handler here, and so the default disposition in every child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
