@@ -108,3 +108,17 @@ def test_kernels_are_not_counted_twice_in_the_op_table():
         {"name": "elementwise_kernel", "calls": 1, "device_us": 50.0}
     ]
     assert [e.name for e in all_events if events.is_host(e)] == ["ProfilerStep#1", "aten::mul"]
+
+
+def test_a_step_is_counted_once_on_cuda_where_the_device_repeats_it_as_an_annotation():
+    # CUDA's profiler records each ProfilerStep#N twice: the host range and a device-side
+    # gpu_user_annotation of the same name. Per-step figures divide by the host's steps only.
+    host = [Event(f"ProfilerStep#{i}", i * 1000) for i in range(3)]
+    for step in host:
+        step.device_type = "DeviceType.CPU"
+    device = [Event(f"ProfilerStep#{i}", i * 1000 + 5) for i in range(3)]
+    for step in device:
+        step.device_type = "DeviceType.CUDA"
+    found = events.step_events(host + device)
+    assert found == host
+    assert len(events.roots_by_step(host + device)) == 3
