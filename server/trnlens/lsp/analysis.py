@@ -440,7 +440,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
                 text += ", outputs not comparable"
             elif diffs[i] is not None:
                 text += f", max |diff| {diffs[i]:.1e}"
-            if speedup.measurable(ranges[i]):
+            if speedup.measurable(speedups[i], ranges[i]):
                 lens.append(f"{name.split()[0]} {_speed(speedups[i])}")
             else:
                 lens.append(f"{name.split()[0]}: {speedup.SAME}")
