@@ -1,9 +1,10 @@
 """Speed-ups as people should read them: one wording for the CLI, lens, hover and report.
 
-A comparison's speed-up is the median of per-round ratios and its range their 10th-90th
-percentiles (agent/rounds.py). A range that contains 1.0 means the rounds did not tell the
-variants apart: that reads "no measurable difference", never a figure such as 0.56x that a
-reader would take as a regression.
+A comparison's speed-up is the baseline's median over the variant's, both over the same
+interleaved rounds (the medians the tables show as each variant's headline), and its range the
+per-round ratios' 10th-90th percentiles (agent/rounds.py). A range that contains 1.0 means the
+rounds did not tell the variants apart: that reads "no measurable difference", never a figure
+such as 0.56x that a reader would take as a regression.
 
 A range that excludes 1.0 is not enough either: with 20 rounds on a quiet machine the range
 can be narrow enough to exclude 1.0 for a 2% effect of the variants' places in the round or of
@@ -20,6 +21,12 @@ from collections.abc import Sequence
 SAME = "no measurable difference"
 NOT_COMPARABLE = "not comparable"
 NOISE = 0.05  # a speed-up within 5% of 1.0 is no measurable difference, whatever its range
+METHOD = (
+    "speed-up: the baseline's median over the variant's, both over the same interleaved rounds "
+    "(the variants timed in turn without the profiler, the order alternating); range: the "
+    "per-round ratios' 10th-90th percentiles; within 5% of 1.00x, or with a range containing "
+    "1.00x, no measurable difference"
+)
 
 
 def measurable(speedup: float | None, span: Sequence[float] | None) -> bool:
