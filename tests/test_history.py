@@ -249,5 +249,39 @@ def test_entries_pair_each_run_with_its_previous_comparable_and_rows_share_their
     row = newest.row(extra="x")
     assert list(row)[:7] == ["run_id", "created_at", "identity", "git_commit", "target",
                              "backend", "mode"]  # fmt: skip
-    assert list(row)[7:] == ["extra", "change"]
+    assert list(row)[7:] == ["headline", "headline_us", "extra", "change"]
     assert row["identity"] == "model.py::f" and row["change"]["verdict"] == "regression"
+
+
+def test_vs_previous_compares_the_headline_the_lens_shows():
+    """The lens showed "1.13 ms CPU (ops)" beside a change of the unprofiled medians: the
+    figure compared is trnlens.headline's, whatever the profiler's overhead."""
+    from trnlens.headline import headline
+
+    base = run(1, 1_440.0, 1_400.0, 1_500.0)
+    later = run(2, 1_540.0, 1_500.0, 1_600.0)
+    later["stability"] = {"profiler_overhead": 1.1}  # a calm profile: once another figure
+    found = history.change(base, later)
+    assert found.base_figure.median_us == headline(base).time_us == 1_440.0
+    assert found.run_figure.median_us == headline(later).time_us == 1_540.0
+
+
+def test_a_change_in_dispatches_is_always_a_change_whatever_the_time_noise():
+    base = run(1, 1_440.0, 1_000.0, 2_000.0, dispatches_per_step=131)
+    later = run(2, 1_540.0, 1_000.0, 2_000.0, dispatches_per_step=151)
+    found = history.change(base, later)
+    assert found.verdict == "no change" and found.within_noise  # the time: within noise
+    assert found.dispatches_changed and found.changed
+    as_json = found.to_json()
+    assert as_json["dispatches"] == [131, 151] and as_json["dispatches_changed"]
+    text = history.change_text(as_json)
+    assert text == "no change in time (+7%) · 131 → 151 dispatches"
+    assert not text.startswith("no change (")
+    # the same dispatches: a plain "no change"
+    same = history.change(base, run(3, 1_540.0, 1_000.0, 2_000.0, dispatches_per_step=131))
+    assert not same.dispatches_changed and not same.changed
+    assert history.change_text(same.to_json()) == "no change (+7%)"
+    # beyond the noise: the verdict, and the dispatches after it
+    narrow = run(4, 1_440.0, 1_430.0, 1_450.0, dispatches_per_step=131)
+    faster = history.change(narrow, run(5, 500.0, 490.0, 510.0, dispatches_per_step=20))
+    assert history.change_text(faster.to_json()) == "−65% faster · 131 → 20 dispatches"

@@ -55,6 +55,18 @@ def test_a_range_containing_one_is_no_measurable_difference():
     assert speedup.verdict(None, None) == "–"
 
 
+def test_a_change_within_the_noise_threshold_is_no_measurable_difference_whatever_the_range():
+    """As Criterion.rs' noise threshold: a narrow range that excludes 1.0 for a 2% effect
+    (a place in the round, a warm cache) is no speed-up to claim."""
+    assert speedup.verdict(1.02, [1.01, 1.03]) == speedup.SAME
+    assert speedup.verdict(0.97, [0.96, 0.98]) == speedup.SAME
+    assert speedup.verdict(1 / 1.05, [0.94, 0.96]) == speedup.SAME  # the bound, both ways
+    assert speedup.verdict(1.06, [1.055, 1.07]) == "1.06x faster"
+    assert speedup.verdict(0.94, [0.93, 0.95]) == "0.94x (slower)"
+    assert not speedup.measurable(1.04, None) and speedup.measurable(1.2, None)
+    assert not speedup.measurable(None, [1.5, 2.0])
+
+
 def test_cli_lens_hover_agree_on_the_verdict_and_say_noisy():
     outcome = comparison([0.2, 1.4])
     text = render_comparison(outcome)

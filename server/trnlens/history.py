@@ -2,8 +2,11 @@
 
 Runs are **comparable** when they measured the same thing the same way: same target, backend,
 mode, inputs, and the same kind of variant (the function itself, compiled, or a rewritten source).
-The figure compared is the timing pass's median (``timing.median_us``, measured without the
-profiler), falling back to the profiled device time per step when a run has no timing pass.
+The figure compared is the run's headline (trnlens.headline: the timing pass's median, measured
+without the profiler, or the profiled device time per step when a run has no timing pass): the
+figure the lens shows beside "vs previous". A change in dispatches per step is a change whatever
+the time's noise: every verdict text says it ("no change in time (+8%, within noise) · 131 → 151
+dispatches"), never a bare "no change".
 
 The regression rule (one place, used by the lens, the diagnostics, ``trnlens history`` and
 ``trnlens diff``): a run is a regression against its baseline when its median is slower by more
@@ -29,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trnlens.agent import sources
+from trnlens.headline import UNPROFILED
+from trnlens.headline import headline as run_headline
 from trnlens.store import Store
 
 DEFAULT_THRESHOLD = 0.1
@@ -71,15 +76,21 @@ class Figure:
 
 
 def figure(run: dict) -> Figure | None:
+    """The run's headline (trnlens.headline) with its timing range when it is the median."""
     if run.get("error"):
         return None
-    timing = run.get("timing") or {}
-    if timing.get("median_us") is not None:
-        return Figure(float(timing["median_us"]), timing.get("min_us"), timing.get("max_us"))
-    device = run.get("device_time_per_step_us")
-    if device is None:
+    shown = run_headline(run)
+    if shown.time_us is None:
         return None
-    return Figure(float(device), None, None, "device")
+    if shown.basis == UNPROFILED:
+        timing = run.get("timing") or {}
+        return Figure(shown.time_us, timing.get("min_us"), timing.get("max_us"))
+    return Figure(shown.time_us, None, None, "device")
+
+
+def dispatches(run: dict) -> float | None:
+    value = run.get("dispatches_per_step")
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,24 @@ class Change:
     def regression(self) -> bool:
         return self.verdict == "regression"
 
+    @property
+    def dispatch_pair(self) -> tuple[float, float] | None:
+        """(base, run) dispatches per step when both runs counted them."""
+        a, b = dispatches(self.base), dispatches(self.run)
+        return None if a is None or b is None else (a, b)
+
+    @property
+    def dispatches_changed(self) -> bool:
+        """Whether the dispatches per step differ: a count, not a timing, so no noise hides it
+        (131 → 151 read "no change vs previous" when only the time was compared)."""
+        pair = self.dispatch_pair
+        return pair is not None and round(pair[0]) != round(pair[1])
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything changed: the time beyond the noise, or the dispatches."""
+        return self.verdict != "no change" or self.dispatches_changed
+
     def to_json(self) -> dict:
         return {
             "base": self.base["run_id"],
@@ -150,6 +179,8 @@ class Change:
             "threshold_pct": 100 * self.threshold,
             "regression": self.regression,
             "verdict": self.verdict,
+            "dispatches": list(self.dispatch_pair) if self.dispatch_pair else None,
+            "dispatches_changed": self.dispatches_changed,
             "unreliable": [r["run_id"] for r in (self.base, self.run) if unreliable(r)],
         }
 
@@ -173,14 +204,26 @@ def unreliable(run: dict) -> str | None:
 
 def change_text(found: dict) -> str:
     """A change as the CLI says it: '+50% REGRESSION', '−42% faster', 'no change (+3%)' or
-    '+684% noisy' (the JSON of :meth:`Change.to_json`)."""
+    '+684% noisy' (the JSON of :meth:`Change.to_json`), with ' · 131 → 151 dispatches' after
+    it, and 'no change in time', when the dispatches changed."""
     pct = percent(found["change_pct"] / 100)
     verdict = found.get("verdict") or ("regression" if found.get("regression") else "no change")
+    extra = dispatch_text(found)
     if verdict == "regression":
-        return f"{pct} REGRESSION"
-    if verdict == "no change":
-        return f"no change ({pct})"
-    return f"{pct} {verdict}"
+        text = f"{pct} REGRESSION"
+    elif verdict == "no change":
+        text = f"no change in time ({pct})" if extra else f"no change ({pct})"
+    else:
+        text = f"{pct} {verdict}"
+    return f"{text} · {extra}" if extra else text
+
+
+def dispatch_text(found: dict) -> str:
+    """'131 → 151 dispatches' when a change's dispatches per step changed, else ''."""
+    pair = found.get("dispatches")
+    if not found.get("dispatches_changed") or not pair:
+        return ""
+    return f"{pair[0]:g} → {pair[1]:g} dispatches"
 
 
 def change(base: dict, run: dict, threshold: float = DEFAULT_THRESHOLD) -> Change | None:
@@ -362,6 +405,9 @@ class Entry:
             "target": run.get("target"),
             "backend": run.get("backend"),
             "mode": run.get("mode"),
+            # the figure the lens shows and "change" compares (trnlens.headline)
+            "headline": None if run.get("error") else run_headline(run).text,
+            "headline_us": None if run.get("error") else run_headline(run).time_us,
             **extra,
             "change": self.change.to_json() if self.change else None,
         }

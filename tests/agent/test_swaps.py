@@ -11,7 +11,8 @@ import sys
 
 import pytest
 import torch
-from trnlens.agent import swaps
+from trnlens.agent import comparison, swaps
+from trnlens.agent.comparison import Timed
 from trnlens.agent.errors import AgentError
 from trnlens.libraries.rules import analysed_file
 
@@ -74,8 +75,25 @@ def test_swaps_apply_to_the_exact_class_and_are_undone() -> None:
         swaps.undo(done)
         assert tree(torch.zeros(1)).item() == 3
         assert all("forward" not in m.__dict__ for m in tree.modules())
+        # A comparison's rounds run after the variant's passes (and its undo): each round call
+        # of the swapped variant puts the swap back for that call only (seen: the "fixed"
+        # variant's rounds timed the library's own code).
+        outputs: list[float] = []
+        entry = Timed(1, RoundCalls(), None, lambda: outputs.append(tree(torch.zeros(1)).item()),
+                      done)  # fmt: skip
+        comparison.round_call(entry)
+        assert outputs == [5]
+        assert tree(torch.zeros(1)).item() == 3
     finally:
         delattr(module, "Norm")
+
+
+class RoundCalls:
+    """Stands in for the Measurer's round call (its timing is not what is tested here)."""
+
+    def round_call(self, step) -> float:
+        step()
+        return 1.0
 
 
 def test_a_swap_that_reaches_no_instance_is_a_usage_error() -> None:

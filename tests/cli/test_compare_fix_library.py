@@ -58,6 +58,11 @@ def test_compare_fix_measures_the_library_module_swap(samples, inputs):
     # 5 norm calls, each 8 dispatches naive and 4 swapped (to, rms_norm, to, mul).
     assert variants[0]["dispatches_per_step"] - variants[1]["dispatches_per_step"] == 20
     assert outcome["max_abs_diff"][1] == 0.0  # the swap: exactly the same outputs
+    # The medians the table shows and the speed-ups are the same rounds' (the swapped variant's
+    # rounds run its swap): they never point opposite ways.
+    base = variants[0]["timing"]["median_us"]
+    for variant, factor in zip(variants[1:], outcome["speedups"][1:], strict=True):
+        assert factor == pytest.approx(base / variant["timing"]["median_us"])
     assert outcome["max_abs_diff"][2] is not None  # compiled: reported, not claimed equal
     assert _library_digest() == before  # the library file untouched
     version = importlib.metadata.version("transformers")

@@ -42,14 +42,11 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
         assert isinstance(ed.progress(answer["token"])[0], types.WorkDoneProgressBegin)
         assert any(m and m.startswith("measuring") for m in phases), phases
 
-        # The lens: CPU run, so the labels say CPU and never "device"; on these tiny inputs the
-        # profiler may inflate the steps past 1.5x, and the lens then shows the unprofiled median.
+        # The lens: the run's one headline figure (trnlens.headline), the timing pass's median
+        # however much the profiler inflated these tiny steps; never "device" on a CPU run.
         title = (await ed.lenses(uri))["rmsnorm_naive"].command.title
         assert re.fullmatch(
-            r"▶ Profile · ([\d.]+ (µs|ms|s) CPU \(ops\) · [\d.]+ (µs|ms|s) CPU"
-            r"|[\d.]+ (µs|ms|s) unprofiled \(profiler [\d.]+x\)) · 6 dispatches( · noisy)?"
-            r" · just now",
-            title,
+            r"▶ Profile · [\d.]+ (µs|ms|s) unprofiled · 6 dispatches( · noisy)? · just now", title
         ), title
         assert "device" not in title
         assert (await ed.lenses(uri))["rmsnorm_fused"].command.title == "▶ Profile"

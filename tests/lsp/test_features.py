@@ -75,7 +75,7 @@ def test_neuron_lens_labels_device_time_by_backend():
         types.CodeLens(types.Range(types.Position(3, 0), types.Position(3, 0)), data=wire["data"]),
         _no_jobs,
     )
-    assert lens.command.title.startswith("▶ Profile · 1.00 ms NEURON · 1.10 ms CPU · 3 dispatches")
+    assert lens.command.title.startswith("▶ Profile · 1.00 ms NEURON, profiled · 3 dispatches")
 
 
 def test_hints_only_on_measured_lines_of_this_file():
@@ -190,22 +190,22 @@ def test_hover_on_a_noisy_run_repeats_why_its_figures_are_not_stable():
 
 def test_a_long_lens_title_fits_by_leaving_out_its_least_telling_parts():
     full = (
-        "▶ Profile on trn2 · 1.84 ms NEURON · 0.31 ms CPU · 6 dispatches · MFU 31% · "
+        "▶ Profile on trn2 · 1.84 ms unprofiled · 6 dispatches · MFU 31% · "
         "−42% vs previous · 2 min ago · on trn1"
     )
     short = lenses.fit(full)
-    assert short == "▶ Profile on trn2 · 1.84 ms NEURON · 6 dispatches · −42% vs previous"
+    assert short == "▶ Profile on trn2 · 1.84 ms unprofiled · 6 dispatches · −42% vs previous"
     assert "vs previous" in lenses.fit(full, limit=20)  # the change is never left out
     assert len(short) <= lenses.LENS_CHARS
-    kept = "▶ Profile · 1.84 ms CPU · 2 min ago"
+    kept = "▶ Profile · 1.84 ms CPU (ops), profiled · 2 min ago"
     assert lenses.fit(kept) == kept
     # figures are never left out: a compiled, stale run keeps them all, past the limit if need be
     compiled = (
-        "▶ Profile · stale · 38.6 ms unprofiled (profiler 2.1x) · 2 dispatches · noisy · "
+        "▶ Profile · stale · 38.6 ms unprofiled · 2 dispatches · noisy · "
         "compiled in 4.56 s · 2 graphs · 1 break · just now"
     )
     assert lenses.fit(compiled) == compiled.removesuffix(" · just now")
-    regressed = "▶ Profile · 20.1 µs unprofiled (profiler 5.9x) · 1 dispatch · noisy · " + (
+    regressed = "▶ Profile · 20.1 µs unprofiled · 1 dispatch · noisy · " + (
         "+102% vs previous (regression) · just now"
     )
     assert lenses.fit(regressed) == regressed.removesuffix(" · just now")

@@ -19,6 +19,7 @@ runs as one region: one dispatch, on the module (and line) that called it.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import inspect
 import os
@@ -26,6 +27,7 @@ import platform
 import sys
 import sysconfig
 import threading
+import types
 from collections.abc import Mapping
 
 from .events import LINE_LABEL, MODULE_LABEL
@@ -210,7 +212,6 @@ class ModuleTracker:
         self._keys: dict[int, int] = {}  # id(module) -> key
         self._stack: list = []  # (key, record_function) of the running module calls
         self._handles: list = []
-        self._unnamed = 0
         self._is_compiling = _is_compiling(torch)
         # The hooks are global, the label stack this thread's: module calls on other threads
         # (the function mode does not see them either) are left alone.
@@ -239,20 +240,23 @@ class ModuleTracker:
         name = self.names.get(id(module))
         if name is not None:
             return name
-        # Not reachable from the inputs (built inside the function, or a global): name it from
-        # the running module (a child that named_modules missed) or as a new root, and name its
-        # own submodules under it.
+        # Not reachable from the inputs (built inside the function, or a global of a library
+        # module, such as the nn.Module wrappers some transformers versions put around functions
+        # like the rotary embedding): name it under the running module (the code that called
+        # it) by what it stands for, the function it wraps or its class (``<Func>`` and
+        # ``<Func>.<Func>`` said nothing, issue 30), once: a name already taken gets ``#2``,
+        # ``#3``... Its own submodules are named under it.
         parent_key = self._stack[-1][0] if self._stack else None
         prefix = self.info[parent_key].name + "." if parent_key is not None else ""
-        self._unnamed += 1
-        name = f"{prefix}<{type(module).__name__}>"
-        if self._unnamed > 1 and not prefix:
-            name = f"<{type(module).__name__}#{self._unnamed}>"
+        name = unique(f"{prefix}{stands_for(module)}", self._taken())
         for sub_name, sub in module.named_modules():
             if id(sub) not in self.names:
                 self.names[id(sub)] = f"{name}.{sub_name}" if sub_name else name
                 self._keep.append(sub)
         return self.names[id(module)]
+
+    def _taken(self) -> set[str]:
+        return set(self.names.values()) | {info.name for info in self.info.values()}
 
     def _pre(self, module, args):
         if self._is_compiling() or _is_wrapper(module) or threading.get_ident() != self._thread:
@@ -281,6 +285,40 @@ class ModuleTracker:
             if top == key:
                 break
         return None
+
+
+# Where a module that wraps a function keeps it: functools.wraps' __wrapped__, then the names
+# wrappers use for it (transformers' function wrappers, torch's own).
+WRAPPED_KEYS = ("__wrapped__", "func", "fn", "function", "_func", "_fn", "f")
+
+
+def stands_for(module) -> str:
+    """What a module with no attribute name reads as in the code: the name of the function it
+    wraps (an instance attribute holding a function: ``apply_rotary_pos_emb``), else its class
+    (``Linear``)."""
+    own = vars(module)
+    found = [own[key] for key in WRAPPED_KEYS if key in own]
+    if not found:  # any one plain function kept on the instance
+        found = [v for v in own.values() if isinstance(v, (types.FunctionType,
+                                                           types.BuiltinFunctionType))]  # fmt: skip
+        found = found if len(found) == 1 else []
+    for candidate in found:
+        if isinstance(candidate, functools.partial):
+            candidate = candidate.func
+        name = getattr(candidate, "__name__", None)
+        if callable(candidate) and isinstance(name, str) and name.isidentifier():
+            return name
+    return type(module).__name__
+
+
+def unique(name: str, taken: set[str]) -> str:
+    """``name``, or ``name#2``, ``name#3``... the first one not ``taken``."""
+    if name not in taken:
+        return name
+    number = 2
+    while f"{name}#{number}" in taken:
+        number += 1
+    return f"{name}#{number}"
 
 
 def _is_wrapper(module) -> bool:

@@ -1,8 +1,11 @@
 """Line, module and finding times on the basis of the headline the lens shows.
 
-The headline time of a run is the profiled steps' median device (CPU, on the cpu backend) time,
-or, when the profiler inflated the steps beyond ``stability.OVERHEAD_LIMIT``, the unprofiled
-median of the timing pass (the lens then reads "2.67 ms unprofiled (profiler 14.2x)"). Per-line,
+The headline time of a run is the unprofiled median of its timing pass whenever it has one, the
+profiled steps' median device (CPU, on the cpu backend) time otherwise: the server's
+``trnlens.headline`` names the same figure for every surface (the agent cannot import it; a test
+holds the two to the same choice). Choosing the unprofiled median only when the profiler
+inflated the steps beyond a limit made the lens switch figures between two runs of the same
+function (issue 30). Per-line,
 per-module and per-finding times come from profiled events: the headline pass's (a mean over
 its steps) or the line-attribution pass's, whose mode inflates every op. Shown beside the
 headline as they were, they did not add up: lines summing to 43 ms under a 2.67 ms headline, a
@@ -24,16 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .stability import OVERHEAD_LIMIT
 
-
-def headline(
-    device_median_us: float | None, timing: dict | None, stability: dict | None
-) -> tuple[str, float | None]:
-    """("unprofiled" or "profiled", the headline's time per step) as the lens shows it
-    (``lsp.format.headline`` makes the same choice from the same figures)."""
-    overhead = (stability or {}).get("profiler_overhead")
-    if overhead and overhead > OVERHEAD_LIMIT and timing and timing.get("median_us"):
+def headline(device_median_us: float | None, timing: dict | None) -> tuple[str, float | None]:
+    """("unprofiled" or "profiled", the headline's time per step) as every surface shows it
+    (``trnlens.headline.headline`` makes the same choice from the same figures)."""
+    if timing and timing.get("median_us") is not None:
         return "unprofiled", float(timing["median_us"])
     return "profiled", device_median_us
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import inputs, rounds
+from . import inputs, rounds, swaps
 from .measure import Cancelled, Measurement, Measurer
 from .protocol import SCHEMA_VERSION
 from .settling import timing_figures
@@ -30,6 +30,9 @@ class Timed:
     measurer: Measurer
     measurement: Measurement
     step: Callable[[], Any]
+    # the variant's module swaps (swaps.py), undone after its own passes: each of its round
+    # calls puts them back for the call, or the "fixed" variant would time the original code
+    swapped: list[tuple] = field(default_factory=list)
 
 
 @dataclass
@@ -83,10 +86,7 @@ def time_in_rounds(
         if cancelled():
             raise Cancelled()
 
-    calls = [
-        (lambda measurer=entry.measurer, step=entry.step: measurer.round_call(step))
-        for entry in timed
-    ]
+    calls = [(lambda entry=entry: round_call(entry)) for entry in timed]
     samples = rounds.interleave(calls, repeats, budget_s * len(calls), settle_rounds=2, check=check)
     for entry, times in zip(timed, samples, strict=True):
         m, measurer = entry.measurement, entry.measurer
@@ -99,6 +99,15 @@ def time_in_rounds(
         result["warnings"].extend(w for w in m.warnings if w not in result["warnings"])
         result["accounting"]["steps_us"] = m.steps_us
         result["_rounds"] = times
+
+
+def round_call(entry: Timed) -> float:
+    """One round call of a variant, with its module swaps in place for the call only."""
+    swaps.redo(entry.swapped)
+    try:
+        return entry.measurer.round_call(entry.step)
+    finally:
+        swaps.undo(entry.swapped)
 
 
 def envelope(

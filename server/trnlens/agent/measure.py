@@ -315,7 +315,7 @@ class Measurer:
 
     def _on_headline_basis(self, m: Measurement) -> None:
         """Lines and findings as shares of the headline the lens shows (basis.py)."""
-        name, total = basis.headline(m.device_time_per_step_us, m.timing, m.stability)
+        name, total = basis.headline(m.device_time_per_step_us, m.timing)
         lines_total = sum(line.get("device_us") or 0.0 for line in m.lines)
         m.time_scale = basis.scale(name, total, self.device_mean_us, lines_total)
         keys = ("device_us", "cpu_us") if self.backend.time_basis == "cpu" else ("device_us",)

@@ -351,7 +351,7 @@ class Runner:
         self._record(v, m, project)
         result["_output"] = kept.get("output")
         if settings.defer_timing:
-            self.timed.append(Timed(v.index, measurer, m, step))
+            self.timed.append(Timed(v.index, measurer, m, step, list(self._swapped)))
 
     def _record(self, v: Variant, m: Measurement, project: loader.Project) -> None:
         v.result["accounting"] = {

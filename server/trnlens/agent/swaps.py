@@ -42,16 +42,25 @@ def apply(swaps: list[dict], roots: Iterable[object], torch, label: str) -> list
                     "inputs (the instance, the arguments, or the module's globals): nothing to swap"
                 )
             for module in hits:
-                done.append((module, method, module.__dict__.get(method, _MISSING)))
-                setattr(module, method, types.MethodType(replacement, module))
+                bound = types.MethodType(replacement, module)
+                done.append((module, method, module.__dict__.get(method, _MISSING), bound))
+                setattr(module, method, bound)
     except BaseException:
         undo(done)
         raise
     return done
 
 
+def redo(done: list[tuple]) -> None:
+    """Puts back what :func:`apply` did and :func:`undo` took away: a comparison's interleaved
+    rounds run after every variant's own passes, each round call of a swapped variant between a
+    ``redo`` and an ``undo`` (else its rounds would time the library's own code)."""
+    for module, method, _, bound in done:
+        setattr(module, method, bound)
+
+
 def undo(done: list[tuple]) -> None:
-    for module, method, old in reversed(done):
+    for module, method, old, _ in reversed(done):
         if old is _MISSING:
             module.__dict__.pop(method, None)
         else:
@@ -59,7 +68,7 @@ def undo(done: list[tuple]) -> None:
 
 
 def count(done: list[tuple]) -> int:
-    return len({id(module) for module, _, _ in done})
+    return len({id(module) for module, *_ in done})
 
 
 def _resolve(type_path: str) -> tuple[type, types.ModuleType]:

@@ -148,6 +148,8 @@ def render(report: dict) -> str:
         if change["basis"] != "timing":
             statistic = f"{dev}/step (profiled; no timing pass)"
         out.append(f"verdict on the {statistic}: {_verdict(change)}")
+        if history.dispatch_text(change):  # a count: a change whatever the time's noise
+            out.append(f"dispatches changed: {history.dispatch_text(change)} per step")
     rows = []
     if change is not None:  # the verdict's own statistic first: the table says what it read
         pair = {"a": change["base_median_us"], "b": change["run_median_us"],

@@ -107,7 +107,7 @@ def render(line: history.Lineage, found: list[dict]) -> str:
     out = [line.identity]
     if len(line.aliases) > 1:
         out.append("  also known as: " + ", ".join(f"{p}::{q}" for p, q in line.aliases[1:]))
-    headers = ["Run", "When", "Commit", "Target", "Backend", "Mode", "Median", "Range",
+    headers = ["Run", "When", "Commit", "Target", "Backend", "Mode", "Headline/step", "Range",
                "Dispatches", "Change", ""]  # fmt: skip
     rows = []
     for e in found:
@@ -124,7 +124,7 @@ def render(line: history.Lineage, found: list[dict]) -> str:
             median, spread, change_text = "failed", "", ""
             notes.append(e["error"].get("type") or e["error"].get("kind") or "error")
         else:
-            median = fmt_time(timing.get("median_us") or e["device_time_per_step_us"])
+            median = e["headline"]  # the figure "Change" compares (trnlens.headline)
             spread = f"{fmt_time(timing['min_us'])}-{fmt_time(timing['max_us'])}" if timing else "-"
             change_text = history.change_text(change) if change else "-"
         rows.append(

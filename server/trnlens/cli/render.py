@@ -15,6 +15,7 @@ from trnlens.cli.render_findings import (
     mode_lines,
 )
 from trnlens.cli.render_ranks import ranks_lines
+from trnlens.headline import headline as run_headline
 from trnlens.results import Result
 
 
@@ -90,6 +91,9 @@ def render_result(
         out.append(
             "time basis: CPU (the cpu backend runs ops on the host; no accelerator time is claimed)"
         )
+    shown = run_headline(data)
+    basis = "the timing pass's median" if shown.basis == "unprofiled" else "no timing pass"
+    out.append(f"headline: {shown.text} per step ({basis}; the figure the editor shows)")
     figures = [f"{fmt_count(data['dispatches_per_step'])} dispatches/step"]
     if data.get("kernel_launches_per_step") is not None:
         figures.append(f"{fmt_count(data['kernel_launches_per_step'])} kernels/step")
@@ -174,8 +178,8 @@ def render_comparison(data: dict) -> str:
     variants = data["variants"]
     base = variants[data.get("baseline", 0)]
     dev = Result(base).device_label
-    headers = ["Variant", "Dispatches", f"{dev}/step", "Median (no profiler)", "Speed-up", "Range",
-               "Verdict", "Max |diff|"]  # fmt: skip
+    headers = ["Variant", "Dispatches", f"{dev}/step (profiled)", "Headline/step", "Speed-up",
+               "Range", "Verdict", "Max |diff|"]  # fmt: skip
     rows = []
     not_comparable = data.get("outputs_not_comparable")
     for i, v in enumerate(variants):
@@ -196,7 +200,7 @@ def render_comparison(data: dict) -> str:
                 label,
                 fmt_count(v["dispatches_per_step"]),
                 fmt_time(v["device_time_per_step_us"]),
-                fmt_time((v.get("timing") or {}).get("median_us")),
+                run_headline(v).text,  # the medians the speed-ups are the ratios of
                 speed.factor(factor),
                 speed.span_text(span),
                 verdict,
@@ -208,10 +212,7 @@ def render_comparison(data: dict) -> str:
     out = table(headers, rows, {1, 2, 3, 4, 5, 7})
     out.insert(0, f"{base['backend']}: {base['device']}  ·  {base['mode']}")
     if data.get("speedup_method") == "rounds":
-        out.append(
-            "speed-up: median of per-round ratios (variants timed in turn, no profiler); range: "
-            "their 10th-90th percentiles; a range containing 1.00x is no measurable difference"
-        )
+        out.append(speed.METHOD)
     out.extend(comparison_lines(data))  # what torch.compile did in the compiled variants
     shared = [*(data.get("warnings") or []), *([not_comparable] if not_comparable else [])]
     out.extend(f"warning: {w}" for w in speed.variant_warnings(variants, shared))

@@ -31,6 +31,7 @@ from lsprotocol import types
 from trnlens import speedup
 from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, fix_variants
+from trnlens.headline import headline as run_headline
 from trnlens.libraries.swap import swap_variants
 from trnlens.lsp import compiled, format
 from trnlens.lsp import measured as measured_findings
@@ -416,6 +417,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
             "dispatches": variant.get("dispatches_per_step"),
             "timePerStepUs": variant.get("device_time_per_step_us"),
             "medianUs": (variant.get("timing") or {}).get("median_us"),
+            "headline": run_headline(variant).text,  # the figure every surface shows
             "speedup": speedups[i],
             "speedupRange": ranges[i],
             "verdict": speedup.verdict(speedups[i], ranges[i], "×") if i else "baseline",
@@ -431,7 +433,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
             continue
         text = f"{name} {format.count(row['dispatches'], 'dispatch')}"
         if i == 0:
-            text += f", {format.duration(row['timePerStepUs'])} {base.device_label}/step"
+            text += f", {row['headline']}/step"
         else:
             span = ranges[i]
             spread = f" ({speedup.span_text(span, '×', '–')})" if span else ""
@@ -440,7 +442,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
                 text += ", outputs not comparable"
             elif diffs[i] is not None:
                 text += f", max |diff| {diffs[i]:.1e}"
-            if speedup.measurable(ranges[i]):
+            if speedup.measurable(speedups[i], ranges[i]):
                 lens.append(f"{name.split()[0]} {_speed(speedups[i])}")
             else:
                 lens.append(f"{name.split()[0]}: {speedup.SAME}")
@@ -450,10 +452,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
     if any(row["noisy"] for row in rows):
         lens.append("noisy")
     message = f"compared {qualname}: " + "; ".join(parts)
-    message += (
-        " (speed-ups: median of per-round ratios, variants timed in turn without the profiler; "
-        "10th–90th percentiles in brackets)"
-    )
+    message += f" ({speedup.METHOD}; the range in brackets)"
     if not_comparable:
         message += f"; {not_comparable}"
     return {

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trnlens.agent import sources
+from trnlens.headline import headline as run_headline
 from trnlens.libraries.callers import calling_lines
 from trnlens.lsp.anchors import Change, LineAnchors, diff_map
 from trnlens.lsp.outline import Definition, outline
@@ -147,7 +148,7 @@ class Placement:
     def line_total(self) -> float:
         """What shares are shares of: all attributed line time of the run (any file)."""
         total = sum(entry.get("device_us") or 0 for entry in self.result.data.get("lines", []))
-        return total or (self.result.data.get("device_time_per_step_us") or 0)
+        return total or (run_headline(self.result.data).time_us or 0)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from trnlens.agent import stability
+from trnlens.headline import headline as run_headline
 from trnlens.results import Result
 
 # One formatter for the editor, the terminal and the report (re-exported for the features).
@@ -31,25 +31,14 @@ def age(created_at: str, now: dt.datetime | None = None) -> str:
 
 
 def headline(result: Result) -> str:
-    """'1.84 ms NEURON · 0.31 ms CPU · 6 dispatches'; a CPU run says 'CPU (ops)', never device.
-
-    When the profiler inflated the steps (profiled median over unprofiled above the agent's
-    limit) the time figure is the unprofiled median instead: '38.6 ms unprofiled (profiler
-    2.1x) · 6 dispatches'; 'noisy' follows when the steps' spread was wide (see the warnings)."""
+    """'1.44 ms unprofiled · 6 dispatches': the run's one headline figure (trnlens.headline, the
+    same in the lens, the hover, the toast, the CLI and the report), its dispatches, and
+    'noisy' when the steps' spread was wide (see the warnings)."""
     data = result.data
-    found = data.get("stability") or {}
-    overhead = found.get("profiler_overhead")
-    timing = data.get("timing") or {}
-    if overhead and overhead > stability.OVERHEAD_LIMIT and timing.get("median_us"):
-        parts = [f"{duration(timing['median_us'])} unprofiled (profiler {overhead:.1f}x)"]
-    else:
-        parts = [
-            f"{duration(data.get('device_time_per_step_us'))} {result.device_label}",
-            f"{duration(data.get('cpu_time_per_step_us'))} CPU",
-        ]
+    parts = [run_headline(data).text]
     if data.get("dispatches_per_step") is not None:
         parts.append(count(data["dispatches_per_step"], "dispatch"))
-    if found.get("noisy"):
+    if (data.get("stability") or {}).get("noisy"):
         parts.append("noisy")
     return " · ".join(parts)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
+from trnlens.headline import headline as run_headline
 from trnlens.lsp import format
 from trnlens.lsp.documents import Placement, ProfiledDocument
 
@@ -55,7 +56,8 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                 label = f"{result.qualname}: {label}"
             labels.append(label)
             tips.append(
-                f"{result.qualname}: {result.part_label} time per step, from run {result.run_id}"
+                f"{result.qualname}: {result.part_label} time per step, of the run's "
+                f"{run_headline(result.data).text}, from run {result.run_id}"
             )
         hints.append(
             types.InlayHint(

@@ -141,12 +141,13 @@ def resolve(
 LENS_CHARS = 80  # a lens sits above code: as wide as an 80-column line, not past the edge
 # What goes first when a title is too long (the rest stays in the lens's tooltip).
 # " CPU": the host's wall time per step, beside the op time that says more.
-_DROP_FIRST = ("on ", "MFU ", " ago", "just now", " CPU")
+# (no " CPU": the lens shows one headline figure, trnlens.headline, which is never left out)
+_DROP_FIRST = ("on ", "MFU ", " ago", "just now")
 
 
 def fit(title: str, limit: int = LENS_CHARS) -> str:
     """``title`` shortened toward ``limit`` characters by leaving out its least telling parts
-    (the target, MFU, the age, the host's wall time), never the op time, dispatches, stale, the
+    (the target, MFU, the age), never the headline time, dispatches, stale, the
     change against the baseline or the compile figures: a title of those alone may stay
     longer."""
     parts = title.split(" · ")

@@ -316,12 +316,17 @@ class Watching:
         ref = self.ctx.config.settings_for(doc.root).baseline_ref
         against = ref or "previous"
         verdict = found.verdict
+        # the time compared is the headline the lens shows (history.figure); a change in the
+        # dispatches is always said, whatever the time's noise
+        dispatched = history.dispatch_text(found.to_json())
         if verdict == "no change":
-            return f"no change vs {against} ({history.percent(found.ratio)}, within noise)"
-        label = f"{history.percent(found.ratio)} vs {against}"
-        if verdict in ("regression", "noisy"):
-            label += f" ({verdict})"
-        return label
+            what = "no change in time" if dispatched else "no change"
+            label = f"{what} vs {against} ({history.percent(found.ratio)}, within noise)"
+        else:
+            label = f"{history.percent(found.ratio)} vs {against}"
+            if verdict in ("regression", "noisy"):
+                label += f" ({verdict})"
+        return f"{label} · {dispatched}" if dispatched else label
 
     def regressions(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
         """Warning on the def line of each placed run that regressed against its baseline."""
@@ -339,7 +344,7 @@ class Watching:
                 continue
             ref = settings.baseline_ref
             against = f"the run at {ref}" if ref else "the previous comparable run"
-            basis = "median" if change.run_figure.basis == "timing" else "device time"
+            basis = "unprofiled median" if change.run_figure.basis == "timing" else "device time"
             message = (
                 f"{qualname} is {history.percent(change.ratio)} slower than {against}: "
                 f"{basis} {format.duration(change.base_figure.median_us)} → "
