@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from trnlens.cli import main
 
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "rmsnorm_notebook.ipynb"
+from tests.notebooks import SAMPLE
+from tests.notebooks import cell_line as where
+
 NAIVE_LINE = "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight"
 FIXED_LINE = "    return torch.rms_norm(x, x.shape[-1:], eps=eps) * weight"
 
@@ -20,16 +22,6 @@ def nb(tmp_path: Path) -> Path:
     path = tmp_path / "nb.ipynb"
     shutil.copy(SAMPLE, path)
     return path
-
-
-def where(path: Path, cell_id: str, needle: str) -> tuple[int, int]:
-    """(cell index, 1-based line in the cell) of the first line holding ``needle``."""
-    for index, cell in enumerate(json.loads(path.read_text("utf-8"))["cells"]):
-        if cell.get("id") == cell_id:
-            for number, line in enumerate("".join(cell["source"]).split("\n"), start=1):
-                if needle in line:
-                    return index, number
-    raise AssertionError(f"{needle!r} not in cell {cell_id}")
 
 
 def test_text_names_the_cell_and_its_line(nb: Path, capsys) -> None:

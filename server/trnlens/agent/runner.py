@@ -29,6 +29,8 @@ from .comparison import Snapshots, Timed, envelope, time_in_rounds
 from .compilelog import CompileLog
 from .events import ADDED_BACKWARD_LABEL
 from .measure import Cancelled, Measurement, Measurer
+from .notebook import places
+from .notebook.cells import Joined
 from .protocol import Progress
 from .reloader import Reloader
 from .resultdict import base_result, machine_load_warning, new_run_id, record
@@ -62,6 +64,7 @@ class Variant:
     mode: str = "auto"
     trains: Any = None  # steps.Found: the training call the function makes, if any
     reachable: list[tuple[str, Any]] = field(default_factory=list)  # (name, nn.Module)
+    notebook: Joined | None = None  # a notebook's cells, as joined for this run
 
     @property
     def where(self) -> tuple[str, int]:
@@ -193,6 +196,8 @@ class Runner:
             backend.warnings.clear()
             swaps.undo(self._swapped)  # a model in a module global outlives the variant
             self._swapped = []
+        if v.notebook is not None:
+            places.add_cells(result, v.relpath, v.notebook)
         return result
 
     def _load(
@@ -220,6 +225,10 @@ class Runner:
             line=v.definition.def_line,
             end_line=v.definition.end_line,
         )
+        if loader.is_notebook(v.path):
+            # Lines in the result count in the joined cells; this map places them in cells.
+            v.notebook = project.notebook(v.path)
+            v.result["notebook"] = {"cells": v.notebook.to_map()}
         self.progress("importing", v.relpath)
         module = modules.get(v.path)
         if module is None:

@@ -60,6 +60,21 @@ class Joined:
                 return cell.start + cell_line - 1
         raise KeyError(f"no cell {index}")
 
+    def to_map(self) -> list[dict[str, Any]]:
+        """The Python cells' places in the joined text, as a result carries them (``notebook``)."""
+        return [
+            {"index": c.index, "id": c.id, "start": c.start, "count": c.count}
+            for c in self.cells
+            if c.python
+        ]
+
+    @classmethod
+    def from_map(cls, cells: Iterable[Mapping[str, Any]]) -> Joined:
+        """The line map of ``to_map`` (no text: enough to place lines in cells)."""
+        made = [Cell(c["index"], c.get("id") or "", c["start"], c["count"], "", True)
+                for c in cells]  # fmt: skip
+        return cls("", tuple(made))
+
     def cell(self, index: int) -> Cell:
         for cell in self.cells:
             if cell.index == index:
