@@ -63,6 +63,12 @@ async def test_notebook_cells_get_findings_lenses_runs_and_fixes(tmp_path):
     _, def_line = cell_line(root / "nb.ipynb", "rms-cell", "def rms")
     naive, def_line = naive - 1, def_line - 1  # LSP lines are 0-based
     async with editor(root) as ed:
+        # What makes VS Code's client send a notebook's cells (the extension's selector,
+        # extension/src/selector.ts, names the same notebook type).
+        sync = ed.initialized.capabilities.notebook_document_sync
+        (selector,) = sync.notebook_selector
+        assert selector.notebook == "jupyter-notebook"
+        assert [c.language for c in selector.cells] == ["python"]
         uris = open_notebook(ed)
         cell = uris["rms-cell"]
 
