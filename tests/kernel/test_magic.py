@@ -84,3 +84,57 @@ async def test_the_magic_profiles_a_model_from_an_earlier_cell_and_the_editor_sh
         assert found and "6 dispatches" in str(found[0].label), found
         lenses = await ed.lenses(model_cell)
         assert "Block" in lenses and "6 dispatches" in lenses["Block"].command.title
+
+
+SLOW = """def slow(x):
+    print("called", flush=True)
+    for _ in range(50):
+        x = torch.tanh(x @ x)
+    return x
+"""
+
+
+def test_interrupting_the_kernel_stops_the_run_and_stores_nothing(tmp_path, kernel_env):
+    from jupyter_client.manager import start_new_kernel
+
+    root = workspace(tmp_path)
+    notebook(root, "import torch", SLOW)
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(root))
+    try:
+
+        def run(code: str, on_output=None, timeout: float = 300) -> str:
+            seen: list[str] = []
+
+            def hook(message):
+                text = message["content"].get("text")
+                if message["msg_type"] == "stream" and text:
+                    seen.append(text)
+                    if on_output is not None:
+                        on_output("".join(seen))
+
+            kc.execute_interactive(code, output_hook=hook, timeout=timeout)
+            return "".join(seen)
+
+        run("import torch\n" + SLOW + "x = torch.randn(256, 256) / 16\n%load_ext trnlens")
+        interrupted = []
+
+        def interrupt_once_measuring(text: str) -> None:
+            # the profiled function printed: the run is under way (warm-up or measured steps)
+            if "called" in text and not interrupted:
+                interrupted.append(True)
+                km.interrupt_kernel()
+
+        text = run(
+            "%trnlens profile --steps 100000 --warmup 1 --notebook nb.ipynb slow(x)",
+            interrupt_once_measuring,
+        )
+        assert interrupted and "interrupted; the run stopped and nothing was stored" in text
+        assert not (root / ".trnlens" / "artifacts").exists() or not any(
+            (root / ".trnlens" / "artifacts").iterdir()
+        )
+        # The kernel goes on, and a profiler can start again: the interrupted one was stopped.
+        after = run("%trnlens profile --steps 1 --warmup 1 --repeats 1 --notebook nb.ipynb slow(x)")
+        assert "dispatches/step" in after and "stored in .trnlens/" in after, after
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
