@@ -104,6 +104,9 @@ async def test_notebook_cells_get_findings_lenses_runs_and_fixes(tmp_path):
 
         hints = await hint_on(naive)
         assert hints and "6 dispatches" in str(hints[0].label), [h.label for h in hints]
+        hover = await ed.hover(cell, naive, 20)
+        assert hover is not None and "dispatch" in hover.contents.value  # the line's figures
+        assert hover.range is None or hover.range.start.line == naive
 
         # A cell edit is a document edit: a line inserted above moves the finding and the run.
         edit_cell(ed, root.joinpath("nb.ipynb").as_uri(), cell, 0, "# tried in a notebook\n", 2)

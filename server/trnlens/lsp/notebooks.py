@@ -118,9 +118,10 @@ def in_cells(handler: Any) -> Any:
         uri = params.text_document.uri
         notebook_uri = app.ctx.cells.get(uri)
         doc = app.ctx.documents.get(notebook_uri) if notebook_uri else None
-        if doc is None or doc.cells is None:
+        found = doc.cells.cells if doc is not None and doc.cells is not None else ()
+        cell = next((c for c in found if c.id == uri), None)
+        if doc is None or cell is None:  # a file, or a cell gone meanwhile: nothing to move
             return await handler(app, params)
-        cell = next(c for c in doc.cells.cells if c.id == uri)
         raw = _moved(_CONVERTER.unstructure(params), cell.start - 1)
         raw["textDocument"]["uri"] = doc.uri
         answer = await handler(app, _CONVERTER.structure(raw, type(params)))
