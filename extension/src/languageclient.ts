@@ -8,6 +8,7 @@ import {
 } from 'vscode-languageclient/node';
 import type { ClientLike, ServerSpec } from './client';
 import { quietNormalExit } from './logfilter';
+import { DOCUMENT_SELECTOR } from './selector';
 import type { LogOutputChannel } from 'vscode';
 
 export interface ClientSettings {
@@ -19,10 +20,7 @@ export interface ClientSettings {
 
 export function createLanguageClient(spec: ServerSpec, settings: ClientSettings): ClientLike {
   const options: LanguageClientOptions = {
-    documentSelector: [
-      { scheme: 'file', language: 'python' },
-      { scheme: 'untitled', language: 'python' },
-    ],
+    documentSelector: DOCUMENT_SELECTOR, // Python files and notebooks' Python cells
     // Read when the client starts, so a restart after the trust grant says `trusted: true`.
     initializationOptions: () => ({ trusted: settings.trusted() }),
     middleware: settings.middleware,

@@ -5,3 +5,10 @@ target next to torch. Nothing in this package (outside ``agent/``) imports torch
 """
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext trnlens`` in a Jupyter kernel: the ``%trnlens`` magics (trnlens/kernel/)."""
+    from trnlens.kernel.magics import load
+
+    load(ipython)

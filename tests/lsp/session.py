@@ -59,6 +59,10 @@ def capabilities() -> types.ClientCapabilities:
             code_lens=types.CodeLensWorkspaceClientCapabilities(refresh_support=True),
             inlay_hint=types.InlayHintWorkspaceClientCapabilities(refresh_support=True),
         ),
+        # As VS Code declares it: the server then asks for notebooks' cells (lsp/notebooks.py).
+        notebook_document=types.NotebookDocumentClientCapabilities(
+            synchronization=types.NotebookDocumentSyncClientCapabilities()
+        ),
         text_document=types.TextDocumentClientCapabilities(
             hover=types.HoverClientCapabilities(content_format=[types.MarkupKind.Markdown]),
             publish_diagnostics=types.PublishDiagnosticsClientCapabilities(),
@@ -77,6 +81,7 @@ class Editor:
         self.pick: str | None = None  # what the user picks when the server asks
         self.questions: list[types.ShowMessageRequestParams] = []
         self._analysis_barrier: str | None = None
+        self.initialized: types.InitializeResult | None = None  # the server's answer
 
     def uri(self, name: str = "model.py") -> str:
         return (self.root / name).as_uri()
@@ -254,7 +259,7 @@ async def editor(
         os.unlink(stalls)
         raise
     try:
-        await client.initialize_session(
+        session.initialized = await client.initialize_session(
             types.InitializeParams(
                 capabilities=capabilities(),
                 root_uri=root.as_uri(),

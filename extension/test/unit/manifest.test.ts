@@ -56,8 +56,8 @@ describe('package.json', () => {
     }
   });
 
-  it('starts from the bundle on Python files', () => {
+  it('starts from the bundle on Python files and Jupyter notebooks', () => {
     assert.equal(PACKAGE_JSON.main, './dist/extension.js');
-    assert.deepEqual(PACKAGE_JSON.activationEvents, ['onLanguage:python']);
+    assert.deepEqual(PACKAGE_JSON.activationEvents, ['onLanguage:python', 'onNotebook:jupyter-notebook']);
   });
 });

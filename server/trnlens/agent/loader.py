@@ -19,6 +19,7 @@ import types
 from dataclasses import dataclass, field
 
 from . import errors
+from .notebook import cells as notebook_cells
 
 _ENV_DIRS = ("site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox")
 
@@ -51,11 +52,28 @@ class Project:
         return errors.relative_to(self.root, os.path.abspath(filename))
 
     def read(self, path: str) -> str:
+        """The file's Python text: a notebook's is its code cells joined (notebook/cells.py)."""
         path = os.path.abspath(path)
+        if is_notebook(path):
+            return self.notebook(path).text
+        return self._read_raw(path)
+
+    def _read_raw(self, path: str) -> str:
         if path in self.files:
             return self.files[path]
         with open(path, encoding="utf-8") as handle:
             return handle.read()
+
+    def notebook(self, path: str) -> notebook_cells.Joined:
+        """A notebook's code cells as one module, and where each cell's lines are in it."""
+        try:
+            return notebook_cells.join_notebook(self._read_raw(os.path.abspath(path)))
+        except notebook_cells.NotebookError as exc:
+            raise errors.usage(f"{self.relpath(path)}: {exc}") from None
+
+
+def is_notebook(path: str) -> bool:
+    return path.endswith(".ipynb")
 
 
 _AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -182,6 +200,12 @@ def import_file(project: Project, path: str) -> types.ModuleType:
         raise errors.usage(f"no such file: {path}")
     name, search_dir = module_name_for(path)
     _add_search_dir(search_dir)
+    if is_notebook(path):
+        # A notebook's cells run as one module whose code names the notebook's path; linecache
+        # holds the joined text, so tracebacks and line attribution quote the cells' lines.
+        text = project.read(path)
+        linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
+        return _load_as(f"_trnlens_notebook_{name.replace('.', '_')}", path, project)
     existing = sys.modules.get(name)
     if existing is not None and not project.is_project_file(getattr(existing, "__file__", "")):
         # The file's name clashes with an already imported module (say `profile.py` vs the

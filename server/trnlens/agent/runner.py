@@ -29,6 +29,10 @@ from .comparison import Snapshots, Timed, envelope, time_in_rounds
 from .compilelog import CompileLog
 from .events import ADDED_BACKWARD_LABEL
 from .measure import Cancelled, Measurement, Measurer
+from .notebook import live as live_notebook
+from .notebook import places
+from .notebook.cells import Joined
+from .notebook.live import Live, LiveProject
 from .protocol import Progress
 from .reloader import Reloader
 from .resultdict import base_result, machine_load_warning, new_run_id, record
@@ -62,6 +66,7 @@ class Variant:
     mode: str = "auto"
     trains: Any = None  # steps.Found: the training call the function makes, if any
     reachable: list[tuple[str, Any]] = field(default_factory=list)  # (name, nn.Module)
+    notebook: Joined | None = None  # a notebook's cells, as joined for this run
 
     @property
     def where(self) -> tuple[str, int]:
@@ -78,8 +83,11 @@ class Runner:
         cancelled: Callable[[], bool],
         reloader: Reloader | None = None,
         lockstep: Any = None,
+        live: Live | None = None,
     ):
         self.fields = fields
+        # Inside a Jupyter kernel (the %trnlens magic): objects already built, nothing imported.
+        self.live = live
         self.lockstep = lockstep  # multi-rank (distributed.Lockstep): ranks measure alike
         # One reloader per process: what this process has loaded is the process's state.
         self.reloader = reloader or PROCESS_RELOADER
@@ -107,8 +115,12 @@ class Runner:
     def run(self) -> dict:
         req = request.parse(self.fields)
         self.req = req
-        project = loader.Project(root=req.root, files=req.files)
-        loader.materialize(req.root, req.sources, prune=True)
+        live = self.live
+        if live is not None:
+            project: loader.Project = LiveProject(req.root, live.cell_files)
+        else:
+            project = loader.Project(root=req.root, files=req.files)
+            loader.materialize(req.root, req.sources, prune=True)
         self.variant_count = len(req.variants)
         self.progress("importing", "torch")
         started = time.perf_counter()
@@ -122,8 +134,10 @@ class Runner:
         from . import backends
 
         backend = backends.select(req.backend, torch, dict(req.options), req.artifacts_dir)
-        reload_notes = self.reloader.prepare(project, torch, req.options.get("memory_cap_mb"))
-        loader.install(project)
+        reload_notes: list[str] = []
+        if live is None:  # a kernel's modules are the user's session: never dropped
+            reload_notes = self.reloader.prepare(project, torch, req.options.get("memory_cap_mb"))
+            loader.install(project)
         self.snapshots = Snapshots(comparing=len(req.variants) > 1)
         req.settings.defer_timing = self.comparing and req.settings.timing
         results = []
@@ -141,8 +155,10 @@ class Runner:
             # Also when a variant stopped the request (missing inputs, a bad directive): the
             # modules it imported stay loaded, and unrecorded they would never be reloaded when
             # their text changes (the next run would measure the old code).
-            self.reloader.record(project)
-        self.reloader.check_compile_settings(torch)  # may ask for a fresh process instead
+            if live is None:
+                self.reloader.record(project)
+        if live is None:
+            self.reloader.check_compile_settings(torch)  # may ask for a fresh process instead
         for note in reload_notes:
             results[0]["warnings"].append(f"warm agent: {note}")
         busy = machine_load_warning()
@@ -193,6 +209,10 @@ class Runner:
             backend.warnings.clear()
             swaps.undo(self._swapped)  # a model in a module global outlives the variant
             self._swapped = []
+        if self.live is not None:
+            live_notebook.to_notebook(result, self.live.cell_files)
+        if v.notebook is not None:
+            places.add_cells(result, v.relpath, v.notebook)
         return result
 
     def _load(
@@ -202,6 +222,9 @@ class Runner:
         v.path = os.path.abspath(os.path.join(project.root, v.spec["path"]))
         v.qualname = v.spec.get("qualname") or ""
         v.relpath = project.relpath(v.path)
+        if self.live is not None:
+            self._load_live(v, self.live)
+            return
         try:
             v.text = project.read(v.path)
         except FileNotFoundError:
@@ -220,6 +243,10 @@ class Runner:
             line=v.definition.def_line,
             end_line=v.definition.end_line,
         )
+        if loader.is_notebook(v.path):
+            # Lines in the result count in the joined cells; this map places them in cells.
+            v.notebook = project.notebook(v.path)
+            v.result["notebook"] = {"cells": v.notebook.to_map()}
         self.progress("importing", v.relpath)
         module = modules.get(v.path)
         if module is None:
@@ -232,6 +259,19 @@ class Runner:
             modules[v.path] = module
         v.module = module
         v.target = loader.resolve(module, v.qualname)
+
+    def _load_live(self, v: Variant, live: Live) -> None:
+        """A kernel's objects: the definition from the notebook's (or the cell's) text."""
+        v.text, v.definition = live.text, live.definition
+        v.module, v.target = live.module, live.target
+        v.result["function"].update(
+            source_hash=sources.source_hash(v.text, v.definition),
+            line=v.definition.def_line,
+            end_line=v.definition.end_line,
+        )
+        if live.notebook is not None:
+            v.notebook = live.notebook
+            v.result["notebook"] = {"cells": live.notebook.to_map()}
 
     def _prepare(self, v: Variant, project: loader.Project, backend: Any) -> list[tuple[Any, bool]]:
         """Inputs (from the comparison's snapshot), the callable, the mode and the modules'
@@ -399,6 +439,8 @@ class Runner:
         """The variant's inputs and where they came from (the snapshot's key)."""
         definition = v.definition
         assert definition is not None
+        if self.live is not None:
+            return self.live.made, "live"  # what the notebook already built
         directives = sources.read_directives(v.text, definition)
         if "inputs" not in directives and definition.kind == "method":
             cls_name = definition.qualname.rsplit(".", 1)[0]

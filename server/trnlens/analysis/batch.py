@@ -19,6 +19,7 @@ from trnlens.analysis.atomic import write_atomic
 from trnlens.analysis.engine import analyse_source, asts_freed_per_file, keep_asts
 from trnlens.analysis.fixes import apply_edits
 from trnlens.analysis.model import Finding
+from trnlens.analysis.notebook import analyse_notebook, fix_notebook, is_notebook
 from trnlens.analysis.source import decode
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ def check_file(
         from trnlens.analysis.engine import analyse_path
 
         return FileResult(path, analyse_path(path), error=str(exc))
+    if is_notebook(path):
+        return _check_notebook(path, data, select, ignore, fix)
     decoded = decode(data)
     findings = analyse_source(decoded.text, path, select, ignore, decode_error=decoded.decode_error)
     result = FileResult(path, findings)
@@ -78,6 +81,33 @@ def check_file(
             result.error = f"cannot write fixes: {exc}"
             result.fixed = 0
             result.findings = analyse_source(decoded.text, path, select, ignore)
+    return result
+
+
+def _check_notebook(
+    path: str,
+    data: bytes,
+    select: Sequence[str] | None,
+    ignore: Sequence[str] | None,
+    fix: bool,
+) -> FileResult:
+    """A notebook (JSON: always UTF-8): findings in cell coordinates; fixes written into the
+    cells' sources, the rest of the file untouched (notebook.py)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return FileResult(path, analyse_source("", path, select, ignore, decode_error=str(exc)))
+    if not fix:
+        return FileResult(path, analyse_notebook(text, path, select, ignore))
+    new_text, findings, fixed = fix_notebook(text, path, select, ignore, MAX_FIX_ROUNDS)
+    result = FileResult(path, findings, fixed)
+    if fixed:
+        try:
+            write_atomic(path, new_text.encode("utf-8"))
+        except OSError as exc:
+            result.error = f"cannot write fixes: {exc}"
+            result.fixed = 0
+            result.findings = analyse_notebook(text, path, select, ignore)
     return result
 
 

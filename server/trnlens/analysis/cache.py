@@ -29,7 +29,7 @@ from trnlens.targets.bundle import cache_dir
 
 ANALYSIS_DIR = Path(trnlens.analysis.__file__).parent
 # Bump when the file's layout changes.
-FORMAT = 1
+FORMAT = 2  # 2: findings in notebooks carry their cell
 
 
 @cache

@@ -12,6 +12,7 @@ SKIP_DIRS = frozenset(
         ".hg",
         ".svn",
         ".trnlens",
+        ".ipynb_checkpoints",
         "node_modules",
         "__pycache__",
         ".venv",
@@ -33,7 +34,8 @@ def _is_venv(path: str) -> bool:
 
 
 def python_files(paths: Iterable[str]) -> list[str]:
-    """Every ``*.py`` under the given files and directories, sorted, each once.
+    """Every ``*.py`` and ``*.ipynb`` (Jupyter notebook, as ruff) under the given files and
+    directories, sorted, each once.
 
     A path named explicitly is always taken, even a non-``.py`` file; a missing path raises
     ``FileNotFoundError``.
@@ -52,7 +54,7 @@ def python_files(paths: Iterable[str]) -> list[str]:
                     and not _is_venv(os.path.join(root, d))
                 )
                 for name in sorted(files):
-                    if name.endswith(".py"):
+                    if name.endswith((".py", ".ipynb")):
                         found[os.path.normpath(os.path.join(root, name))] = None
         else:
             raise FileNotFoundError(path)

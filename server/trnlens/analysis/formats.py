@@ -51,9 +51,17 @@ def _ruff_json(f: Finding) -> dict[str, Any]:
     return f.to_json()
 
 
+def cell_name(f: Finding) -> str:
+    """How the text formats name a notebook cell: ``cell 3 (id 'a1b2')``; "" outside notebooks."""
+    if f.cell is None:
+        return ""
+    return f"cell {f.cell.index}" + (f" (id {f.cell.id!r})" if f.cell.id else "")
+
+
 def _text(f: Finding) -> str:
     fixable = " [*]" if f.fix and f.fix.applicability == "safe" else ""
-    return f"{f.filename}:{f.location.row}:{f.location.column}: {f.code}{fixable} {f.message}"
+    where = f"{f.filename}:" + (f"{cell_name(f)}:" if f.cell else "")
+    return f"{where}{f.location.row}:{f.location.column}: {f.code}{fixable} {f.message}"
 
 
 def _escape_data(text: str) -> str:
@@ -74,9 +82,12 @@ def _github(f: Finding) -> str:
     props = (
         f"file={_escape_property(f.filename)},line={f.location.row},col={f.location.column},"
         f"endLine={f.end_location.row},endColumn={f.end_location.column},"
-        f"title={_escape_property(f'trnlens ({f.code})')}"
+        f"title={_escape_property(f'trnlens ({f.code})' + (f' {cell_name(f)}' if f.cell else ''))}"
     )
-    return f"::{level} {props}::{_escape_data(f'{f.code} {f.message}')}"
+    # GitHub places a notebook's annotation by its rows, which here count in the cell: the
+    # message names the cell and the row there.
+    where = f"{cell_name(f)}, line {f.location.row}: " if f.cell else ""
+    return f"::{level} {props}::{_escape_data(f'{where}{f.code} {f.message}')}"
 
 
 def _sarif(findings: Sequence[Finding], rules: dict[str, tuple[str, str]]) -> dict[str, Any]:
@@ -102,6 +113,20 @@ def _sarif(findings: Sequence[Finding], rules: dict[str, tuple[str, str]]) -> di
 
 
 def _sarif_result(f: Finding) -> dict[str, Any]:
+    found = _sarif_plain(f)
+    if f.cell is not None:
+        # SARIF has no notebook cells: the region's rows count in the cell that the result's
+        # properties and its message name.
+        found["message"]["text"] = f"{cell_name(f)}, line {f.location.row}: {f.message}"
+        found["properties"] = {"notebookCell": f.cell.to_json()}
+        logical = {"name": f"cell {f.cell.index}", "kind": "notebookCell"}
+        if f.cell.id:
+            logical["fullyQualifiedName"] = f.cell.id
+        found["locations"][0]["logicalLocations"] = [logical]
+    return found
+
+
+def _sarif_plain(f: Finding) -> dict[str, Any]:
     return {
         "ruleId": f.code,
         "level": _SARIF_LEVEL.get(f.severity, "note"),

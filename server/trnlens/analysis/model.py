@@ -24,19 +24,34 @@ class Location:
 
 
 @dataclass(frozen=True)
+class CellRef:
+    """Where a finding or an edit in a notebook sits: its cell (rows are then the cell's own)."""
+
+    index: int  # among all the notebook's cells, 0-based (as nbformat and VS Code count)
+    id: str  # the nbformat cell id; "" for a notebook older than cell ids
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "id": self.id}
+
+
+@dataclass(frozen=True)
 class Edit:
     """Replace the text between ``location`` and ``end_location`` (end exclusive) by ``content``."""
 
     content: str
     location: Location
     end_location: Location
+    cell: CellRef | None = None  # in a notebook: the cell the rows count in
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found = {
             "content": self.content,
             "location": self.location.to_json(),
             "end_location": self.end_location.to_json(),
         }
+        if self.cell is not None:
+            found["cell"] = self.cell.to_json()
+        return found
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,8 @@ class Finding:
     variant_source: str | None = None
     naive_dispatches: int | None = None  # tensor ops in the matched pattern (from its AST)
     lines: tuple[int, int] | None = None  # first and last line the pattern spans
+    # In a notebook: the cell (rows, ``lines`` and the fix's edits then count in their cells).
+    cell: CellRef | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -92,8 +109,9 @@ class Finding:
         return {"start": self.location.to_lsp(), "end": self.end_location.to_lsp()}
 
     def to_json(self) -> dict[str, Any]:
-        """One entry of ruff's ``--output-format json`` list, plus trnlens' own keys."""
-        return {
+        """One entry of ruff's ``--output-format json`` list, plus trnlens' own keys (and, in a
+        notebook, ``cell``: its index and id)."""
+        found = {
             "filename": self.filename,
             "code": self.code,
             "message": self.message,
@@ -106,3 +124,6 @@ class Finding:
             "lines": list(self.lines) if self.lines else None,
             "variant_source": self.variant_source,
         }
+        if self.cell is not None:
+            found["cell"] = self.cell.to_json()
+        return found

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from trnlens.cli import common, exitcodes, render
+from trnlens.cli.notebook_lines import in_cells
 from trnlens.cli.render_attribution import MODULES_SHOWN
 
 ATTRIBUTION_KEPT = 50  # the agent's default attribution_limit (agent/measure.py)
@@ -62,5 +63,6 @@ def run(args: argparse.Namespace) -> int:
     outcome, code, store = common.execute(args, [variant], root, options=options)
     if outcome is None:
         return code
-    text = render.render_result(outcome, root=root, store_dir=store.artifacts, modules=shown)
+    shown_data = in_cells(outcome)  # a notebook's lines in its cells
+    text = render.render_result(shown_data, root=root, store_dir=store.artifacts, modules=shown)
     return common.report(args, outcome, text, [outcome])

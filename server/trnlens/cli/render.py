@@ -6,6 +6,7 @@ from pathlib import Path
 
 from trnlens import speedup as speed
 from trnlens import units
+from trnlens.cli.notebook_lines import cell_source_line
 from trnlens.cli.render_attribution import MODULES_SHOWN, library_lines, modules_lines
 from trnlens.cli.render_compile import comparison_lines, compile_lines
 from trnlens.cli.render_findings import (
@@ -53,11 +54,16 @@ def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[st
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def _line_of(path: Path, line: int) -> str:
+    return path.read_text("utf-8").splitlines()[line - 1]
+
+
 def _source_line(root: Path | None, path: str, line: int) -> str:
     if root is None:
         return ""
+    in_cell = cell_source_line(root, path, line)
     try:
-        text = (root / path).read_text("utf-8").splitlines()[line - 1].strip()
+        text = (in_cell if in_cell is not None else _line_of(root / path, line)).strip()
     except (OSError, IndexError, UnicodeDecodeError):
         return ""
     return text if len(text) <= 60 else text[:57] + "..."

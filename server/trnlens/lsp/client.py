@@ -89,6 +89,18 @@ class LspClient:
     def document_text(self, uri: str) -> str:
         return self._server.workspace.get_text_document(uri).source
 
+    def notebook_cells(self, uri: str) -> list[tuple[str, bool, str, str]] | None:
+        workspace = self._server.workspace
+        notebook = workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None:
+            return None
+        found = []
+        for cell in notebook.cells:
+            document = workspace.get_text_document(cell.document)
+            is_code = cell.kind == types.NotebookCellKind.Code
+            found.append((cell.document, is_code, document.language_id or "", document.source))
+        return found
+
     def workspace_folders(self) -> list[Path]:
         found = []
         for folder in self._server.workspace.folders.values():

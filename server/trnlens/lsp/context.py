@@ -15,10 +15,12 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
+import attrs
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from trnlens import project
+from trnlens.agent.notebook.cells import NotebookError, join_notebook
 from trnlens.lsp.config import Config
 from trnlens.lsp.diagnostics import DiagnosticsHub
 from trnlens.lsp.documents import ProfiledDocument
@@ -70,6 +72,9 @@ class Client(Protocol):
 
     def workspace_folders(self) -> list[Path]: ...
 
+    def notebook_cells(self, uri: str) -> list[tuple[str, bool, str, str]] | None:
+        """An open notebook's cells as ``(uri, is_code, language, text)``, in order."""
+
 
 class Context:
     """The state every feature reads: documents by uri, a store per project, settings, the
@@ -85,6 +90,7 @@ class Context:
         self._published: dict[str, int] = {}
         self._told: dict[Path, str] = {}  # settings problems already shown, by root
         self._opening: dict[str, asyncio.Event] = {}  # documents being parsed off the loop
+        self.cells: dict[str, str] = {}  # an open notebook's cell uri -> the notebook's uri
 
     # -- paths, projects, stores
     def path_of(self, uri: str) -> Path:
@@ -145,10 +151,12 @@ class Context:
                 continue
             try:
                 on_disk = doc.path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+                if doc.notebook_json is not None:  # a notebook: its cells, joined
+                    on_disk = join_notebook(on_disk).text
+            except (OSError, UnicodeDecodeError, NotebookError):
                 on_disk = None
             if on_disk != doc.text:
-                files[str(doc.path)] = doc.text
+                files[str(doc.path)] = doc.notebook_json or doc.text
         return files
 
     # -- documents
@@ -159,11 +167,11 @@ class Context:
             self.load_stored(doc)
         return doc
 
-    def add_document(self, uri: str, text: str) -> ProfiledDocument | None:
+    def add_document(self, uri: str, text: str, notebook: bool = False) -> ProfiledDocument | None:
         """The document, open from now on (edits apply to it) but not parsed yet; None for a
-        file that is no Python source."""
+        file that is no Python source (``notebook``: a notebook's joined cells)."""
         path = to_fs_path(uri)
-        if path is None or not path.endswith((".py", ".pyi")):
+        if path is None or not path.endswith(".ipynb" if notebook else (".py", ".pyi")):
             return None
         root = project.find_root(path)
         doc = ProfiledDocument(uri, Path(path), root, text, next(self._generations))
@@ -231,11 +239,32 @@ class Context:
             found: list[types.Diagnostic] = []
         else:
             found = self.diagnostics.collect(doc, self.config.settings_for(doc.root))
+            if doc.cells is not None:
+                self.publish_cells(doc, found, force)
+                return
         # While typing, publish only when there is something to say or to take back.
         if not force and not found and not self._published.get(uri):
             return
         self._published[uri] = len(found)
         self.client.publish_diagnostics(uri, found)
+
+    def publish_cells(
+        self, doc: ProfiledDocument, found: list[types.Diagnostic], force: bool
+    ) -> None:
+        """A notebook's diagnostics, each on its cell's uri with the cell's lines."""
+        assert doc.cells is not None
+        by_cell: dict[str, list[types.Diagnostic]] = {c.id: [] for c in doc.cells.cells}
+        for diagnostic in found:
+            located = doc.cells.locate(diagnostic.range.start.line + 1)
+            if located is None:
+                continue
+            cell, _ = located
+            by_cell[cell.id].append(_in_cell(diagnostic, cell.start - 1))
+        for uri, diagnostics in by_cell.items():
+            if not force and not diagnostics and not self._published.get(uri):
+                continue
+            self._published[uri] = len(diagnostics)
+            self.client.publish_diagnostics(uri, diagnostics)
 
     def after_run(self, uri: str) -> None:
         self.refresh_lenses()
@@ -267,3 +296,12 @@ class Context:
         values = await self.client.fetch_configuration()
         if values is not None:
             self.config.set_client_configuration(values[0] if values else None)
+
+
+def _in_cell(diagnostic: types.Diagnostic, shift: int) -> types.Diagnostic:
+    start, end = diagnostic.range.start, diagnostic.range.end
+    moved = types.Range(
+        types.Position(start.line - shift, start.character),
+        types.Position(end.line - shift, end.character),
+    )
+    return attrs.evolve(diagnostic, range=moved)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trnlens.agent import sources
+from trnlens.agent.notebook.cells import Joined
 from trnlens.headline import headline as run_headline
 from trnlens.libraries.callers import calling_lines
 from trnlens.lsp.anchors import Change, LineAnchors, diff_map
@@ -180,6 +181,10 @@ class ProfiledDocument:
         self._log: list[Change | dict[int, int]] = []
         self._log_base = 0
         self._marks = 0
+        # A notebook (lsp/notebooks.py): its cells' places in ``text`` (each cell's id is its
+        # uri), and the notebook as JSON, which a run ships when the cells differ from the file.
+        self.cells: Joined | None = None
+        self.notebook_json: str | None = None
 
     # -- text
     def analysis(self) -> Analysis | None:

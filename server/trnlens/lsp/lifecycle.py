@@ -8,6 +8,7 @@ import asyncio
 
 from lsprotocol import types
 
+from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.errors import guarded
 from trnlens.lsp.services import Services
 
@@ -37,10 +38,15 @@ async def did_change_configuration(
 async def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> None:
     """The document is open at once (edits apply to it); its parse and static analysis are
     made in a worker thread (seconds for a big file), and requests on it wait for them."""
+    doc = app.ctx.add_document(params.text_document.uri, params.text_document.text)
+    if doc is not None:
+        await prepare_and_publish(app, doc)
+
+
+async def prepare_and_publish(app: Services, doc: ProfiledDocument) -> None:
+    """A document just added: parsed and analysed off the loop, its stored runs placed, its
+    diagnostics published (a file's or a notebook's: lsp/notebooks.py)."""
     ctx = app.ctx
-    doc = ctx.add_document(params.text_document.uri, params.text_document.text)
-    if doc is None:
-        return
     ready = ctx.opening(doc.uri)
     try:
         settings = ctx.settings_for(doc.root)
@@ -65,6 +71,12 @@ def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None
         return
     # the text after the change, as the connection's workspace applied it
     doc.update(ctx.client.document_text(doc.uri), list(params.content_changes))
+    after_edit(app, doc)
+
+
+def after_edit(app: Services, doc: ProfiledDocument) -> None:
+    """What an edit (of a file, or of a notebook's cells) changes on the client's side."""
+    ctx = app.ctx
     if doc.restore_matching():  # an Undo: the run that measured this text is shown again
         ctx.refresh_lenses()
         ctx.refresh_hints()
@@ -75,7 +87,10 @@ def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None
 
 @guarded(None)
 def did_close(app: Services, params: types.DidCloseTextDocumentParams) -> None:
-    uri = params.text_document.uri
+    close(app, params.text_document.uri)
+
+
+def close(app: Services, uri: str) -> None:
     if app.ctx.close_document(uri):
         app.analysis.forget(uri)
         app.lenses.forget(uri)

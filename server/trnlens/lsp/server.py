@@ -18,14 +18,19 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from trnlens import __version__
-from trnlens.lsp import actions, commands, handlers, lifecycle, services, wire
+from trnlens.lsp import actions, commands, handlers, lifecycle, notebooks, services, wire
 from trnlens.lsp.client import LspClient
 from trnlens.lsp.errors import CommandError
 
 
 class TrnlensServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("trnlens", __version__, converter_factory=wire.converter)
+        super().__init__(
+            "trnlens",
+            __version__,
+            notebook_document_sync=notebooks.SYNC_OPTIONS,
+            converter_factory=wire.converter,
+        )
         self.services = services.build(LspClient(self))
 
 
@@ -44,12 +49,17 @@ def create_server() -> TrnlensServer:
     on(types.TEXT_DOCUMENT_DID_CLOSE, lifecycle.did_close)
     on(types.WINDOW_WORK_DONE_PROGRESS_CANCEL, lifecycle.progress_cancel)
     on(types.SHUTDOWN, lifecycle.shutdown)
-    on(types.TEXT_DOCUMENT_CODE_LENS, handlers.code_lens)
+    on(types.NOTEBOOK_DOCUMENT_DID_OPEN, notebooks.did_open)
+    on(types.NOTEBOOK_DOCUMENT_DID_CHANGE, notebooks.did_change)
+    on(types.NOTEBOOK_DOCUMENT_DID_CLOSE, notebooks.did_close)
+    # Requests on a notebook's cell are answered as the notebook's (lsp/notebooks.py).
+    cell = notebooks.in_cells
+    on(types.TEXT_DOCUMENT_CODE_LENS, cell(handlers.code_lens))
     on(types.CODE_LENS_RESOLVE, handlers.code_lens_resolve)
     kinds = types.CodeActionOptions(code_action_kinds=actions.KINDS, resolve_provider=False)
-    on(types.TEXT_DOCUMENT_CODE_ACTION, handlers.code_action, kinds)
-    on(types.TEXT_DOCUMENT_INLAY_HINT, handlers.inlay_hint)
-    on(types.TEXT_DOCUMENT_HOVER, handlers.hover)
+    on(types.TEXT_DOCUMENT_CODE_ACTION, cell(handlers.code_action), kinds)
+    on(types.TEXT_DOCUMENT_INLAY_HINT, cell(handlers.inlay_hint))
+    on(types.TEXT_DOCUMENT_HOVER, cell(handlers.hover))
     for name, command in commands.HANDLERS.items():
         server.command(name)(_command(name, command, app))
     return server

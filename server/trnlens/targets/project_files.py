@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from trnlens.agent.notebook.cells import join_notebook
+
 MAX_FILES = 2000
 
 
@@ -37,8 +39,10 @@ def _package_of(path: Path, root: Path) -> tuple[Path, list[str]]:
 
 def _imports(path: Path, text: str, root: Path) -> set[Path]:
     try:
+        if path.suffix == ".ipynb":  # a notebook's imports are in its code cells
+            text = join_notebook(text).text
         tree = ast.parse(text, filename=str(path))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError):  # NotebookError is a ValueError
         return set()  # the agent reports the syntax error with its line
     top, package_parts = _package_of(path, root)  # an __init__.py belongs to its own package
     bases = [top, root, path.parent]

@@ -1,0 +1,48 @@
+"""The compact table a ``%trnlens`` magic prints in the cell's output: the headline figures and
+the measured lines, each named by its notebook cell and the line there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trnlens.cli.notebook_lines import in_cells
+from trnlens.cli.render import fmt_count, fmt_time, table
+
+LINES_SHOWN = 8
+
+
+def compact(result: dict[str, Any]) -> str:
+    data = in_cells(result)
+    function = data["function"]
+    where = f"{function['path']}::{function['qualname']}"
+    out = [f"trnlens · {where} · {data['backend']} · {data['mode']}"]
+    error = data.get("error")
+    if error:
+        where = f" at {error['path']}:{error['line']}" if error.get("path") else ""
+        out.append(f"error{where}: {error['message']}")
+        return "\n".join(out)
+    timing = data.get("timing") or {}
+    figures = [
+        f"{fmt_count(data['dispatches_per_step'])} dispatches/step",
+        f"{fmt_time(data['cpu_time_per_step_us'])} CPU/step (profiled)",
+    ]
+    if timing.get("median_us") is not None:
+        figures.append(f"median {fmt_time(timing['median_us'])} over {timing['repeats']} calls")
+    out.append("  " + "  ·  ".join(figures))
+    lines = sorted(data.get("lines") or [], key=lambda x: -(x.get("device_us") or 0))
+    total = sum(x.get("device_us") or 0 for x in lines) or 1.0
+    rows = [
+        [
+            f"{x['path']}:{x['line']}",
+            f"{100 * (x.get('device_us') or 0) / total:.0f}%",
+            fmt_time(x.get("device_us")),
+            fmt_count(x.get("dispatches")),
+            (x.get("label") or x.get("text") or "")[:60],
+        ]
+        for x in lines[:LINES_SHOWN]
+    ]
+    if rows:
+        out.extend(table(["Line", "Share", "Time", "Dispatches", "Source"], rows, {1, 2, 3}))
+    out.extend(f"warning: {w}" for w in dict.fromkeys(data.get("warnings") or []))
+    out.append(f"run {data['run_id']} stored in .trnlens/ (the editor shows it on the cells)")
+    return "\n".join(out)
