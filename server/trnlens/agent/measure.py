@@ -61,6 +61,10 @@ class Settings:
     # (attribution.py); "lines": project lines only (the mode before issue 21, for benchmarks).
     attribution: str = "full"
     attribution_limit: int = 50  # frames and modules kept, the rest summed
+    # Backward at its forward (agent/backward/): each dispatch of the autograd engine on the
+    # line, frame and module of the forward op that made its node; off: on the line that ran
+    # it (``loss.backward()``), as before issue 32 (for benchmarks).
+    backward: bool = True
 
 
 @dataclass
