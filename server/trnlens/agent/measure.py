@@ -324,9 +324,13 @@ class Measurer:
         m.time_scale = basis.scale(name, total, self.device_mean_us, lines_total)
         keys = ("device_us", "cpu_us") if self.backend.time_basis == "cpu" else ("device_us",)
         basis.rescale_rows(m.lines, keys, m.time_scale["factor"])
+        # A line's backward part (agent/backward/) is on the same basis as the line.
+        backward = [line["backward"] for line in m.lines if line.get("backward")]
+        basis.rescale_rows(backward, keys, m.time_scale["factor"])
         basis.rescale_findings(m.findings, total)
         # Frames and modules (breakdown.py) are parts of the same profiled steps as the lines.
-        parts = ("self_time_per_step_us", "total_time_per_step_us")
+        parts = ("self_time_per_step_us", "total_time_per_step_us",
+                 "backward_self_time_per_step_us", "total_backward_time_per_step_us")  # fmt: skip
         for rows in (m.frames, m.modules, [m.frames_rest, m.modules_rest]):
             basis.rescale_rows([row for row in rows or [] if row], parts, m.time_scale["factor"])
 

@@ -159,6 +159,13 @@ def test_the_modules_take_over_80_percent_of_what_the_backward_line_held(finetun
     assert forward_after["backward"]["dispatches"] == on_modules
     assert sum(e["dispatches"] for e in result["lines"]) == result["dispatches_per_step"]
     assert result["modules"][0]["total_backward_dispatches_per_step"] == on_modules
+    # The backward parts are parts: on the same time basis as the figures they are parts of.
+    for entry in result["lines"]:
+        part = entry.get("backward") or {"cpu_us": 0.0, "dispatches": 0}
+        assert part["cpu_us"] <= entry["cpu_us"] and part["dispatches"] <= entry["dispatches"]
+    for row in result["modules"]:
+        assert row["total_backward_time_per_step_us"] <= row["total_time_per_step_us"]
+        assert row["backward_self_time_per_step_us"] <= row["self_time_per_step_us"]
 
 
 def test_library_lines_carry_the_backward_of_their_ops(finetune):
