@@ -8,7 +8,6 @@ import shutil
 import sys
 
 import pytest
-
 from trnlens.agent import sources
 from trnlens.libraries import rules
 from trnlens.report import build, icicle
