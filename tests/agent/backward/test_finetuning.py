@@ -53,7 +53,8 @@ def finetune(tmp_path_factory):
     root = tmp_path_factory.mktemp("finetune")
     (root / "train.py").write_text(TRAIN.lstrip("\n"), encoding="utf-8")
     variant = [{"path": "train.py", "qualname": "step"}]
-    result = run(root, variant)
+    # Every frame kept: the RMSNorm's lines must not fall into frames_rest by their time.
+    result = run(root, variant, options={"attribution_limit": "all"})
     without = run(root, variant, options={"backward": False})
     namespace: dict = {}
     exec(compile(TRAIN, str(root / "train.py"), "exec"), namespace)
@@ -185,3 +186,20 @@ def test_library_lines_carry_the_backward_of_their_ops(finetune):
     assert total + result["frames_rest"]["dispatches_per_step"] == result["dispatches_per_step"]
     jsonschema.Draft202012Validator(schema()).validate(result)
     assert result["schema_version"] == 4
+
+
+def test_the_naive_rmsnorm_finding_counts_both_directions(finetune):
+    from trnlens.libraries import rules
+
+    _, result, _, (counts, _, _) = finetune
+    (finding,) = [f for f in rules.library_findings(result) if f["owner"] == "LlamaRMSNorm"]
+    norms = [m for m in result["modules"] if m["type"] == "LlamaRMSNorm"]
+    assert finding["calls_per_step"] == len(norms) == 5
+    assert finding["dispatches_per_step"] == sum(m["dispatches_per_step"] for m in norms)
+    backward = sum(counts[("LlamaRMSNorm", i)] for i in range(5))  # plain torch.profiler's
+    assert finding["backward_dispatches_per_step"] == backward > 0
+    forward = (finding["dispatches_per_step"] - backward) / 5
+    assert (
+        f"{forward:g} dispatches a call forward and {backward / 5:g} backward, 5 calls"
+        in (finding["message"])
+    )
