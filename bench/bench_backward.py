@@ -24,36 +24,20 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from trnlens.agent import breakdown
-from trnlens.agent.runner import Runner
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "server"))
 
-STEP = """
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from trnlens.agent import breakdown  # noqa: E402
+from trnlens.agent.runner import Runner  # noqa: E402
 
+from tests.agent.backward.by_hand import TRAIN as STEP  # noqa: E402  the tests' step
 
-def build():
-    torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, vocab_size=100,
-                         max_position_embeddings=64)
-    model = LlamaForCausalLM(config)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-    return model, opt, torch.randint(0, 100, (1, 16))
-
-
-# trnlens: inputs=build
-def step(model, opt, ids):
-    out = model(ids, labels=ids)
-    out.loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return out.loss
-"""
 WAYS = {"without": {"backward": False}, "with": {"backward": True}}
 
 
