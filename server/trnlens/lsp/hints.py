@@ -28,8 +28,8 @@ def line_label(entry: dict, total_us: float) -> str:
     if entry.get("dispatches"):
         parts.append(format.count(entry["dispatches"], "dispatch"))
     backward = entry.get("backward") or {}
-    if backward.get("dispatches") and time_us > 0:
-        parts.append(f"backward {100 * (backward.get('device_us') or 0) / time_us:.0f}%")
+    if backward.get("dispatches"):
+        parts.extend(format.backward_share(time_us, backward.get("device_us") or 0))
     if entry.get("label"):  # the backward training mode adds, on the def line
         parts.append(entry["label"])
     return " · ".join(parts)
