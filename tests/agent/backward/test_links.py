@@ -79,3 +79,37 @@ def test_a_live_node_maps_to_the_module_whose_forward_made_it():
     assert inputs["AccumulateGrad"].variable is model[2].bias
     assert modules.of_node(inputs["AccumulateGrad"]) == "model.2"
     assert modules.of_node(tanh.next_functions[0][0]) == "model.0"
+
+
+def test_a_custom_function_and_a_compiled_regions_backward_link_to_their_apply():
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+
+    layer = nn.Linear(8, 8)
+    compiled = torch.compile(lambda x: torch.relu(layer(x)).sin(), backend="aot_eager")
+    x = torch.randn(4, 8)
+    w = torch.randn(8, requires_grad=True)
+
+    def step():
+        (Square.apply(w + 1).sum() + compiled(x).sum()).backward()
+
+    step()  # compiles
+    _, events = _profiled(step)
+    links = BackwardLinks(events)
+    made = {}
+    for event in events:
+        node, forward = links.forward_of(event)
+        if node is not None:
+            made[node_name(node)] = forward.name if forward is not None else None
+    # The node is made when apply starts (its event carries the number), before the forward's
+    # own ops (which see the next one).
+    assert made["SquareBackward"] == "Square"
+    assert made["CompiledFunctionBackward"] == "CompiledFunction"
