@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from trnlens.agent.runner import Runner
@@ -28,3 +29,12 @@ def line_of(root: Path, relative: str, needle: str) -> int:
         if needle in text:
             return number
     raise AssertionError(f"{needle!r} not in {relative}")
+
+
+def forget_modules(prefix: str, before: set[str]) -> None:
+    """Drop ``prefix`` and its submodules imported since ``before`` (a ``set(sys.modules)``): the
+    analysis tests check that transformers is read as text and never imported, so a model test in
+    the same process must not leave it behind."""
+    for name in [n for n in sys.modules if n not in before]:
+        if name == prefix or name.startswith(prefix + "."):
+            del sys.modules[name]

@@ -74,7 +74,7 @@ def test_profile_modules_all_keeps_every_module_in_the_json(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     jsonschema.validate(result, schema())
-    assert result["schema_version"] == 3
+    assert result["schema_version"] == 4
     assert [m["name"] for m in result["modules"]] == ["net", "net.0", "net.1", "net.2", "net.2.0"]
     assert result["modules_rest"]["count"] == 0
 
@@ -84,3 +84,46 @@ def test_profile_modules_takes_a_number_or_all(tmp_path):
     done = trnlens("profile", "model.py::infer", "--modules", "none", cwd=tmp_path)
     assert done.returncode == 2
     assert "--modules takes a positive number or 'all', got 'none'" in done.stderr
+
+
+TRAIN = """
+import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 4))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    return net, opt, torch.randn(8, 16)
+
+
+# trnlens: inputs=build
+def train(net, opt, x):
+    loss = net(x).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_a_training_steps_tables_split_forward_and_backward(make_project):
+    root = make_project({"train.py": TRAIN})
+    result = run(root, [{"path": "train.py", "qualname": "train"}])
+    text = render_result(result, modules=None)
+    table = _section(text, "Modules")
+    assert "Total disp.  Fwd disp.  Bwd disp." in table[1] and "Bwd time" in table[1]
+    for row in result["modules"]:
+        cells = next(r for r in table[3:] if r.split()[0] == row["name"]).split()
+        back = row["total_backward_dispatches_per_step"]
+        total = row["total_dispatches_per_step"]
+        assert cells[4:7] == [f"{total:g}", f"{total - back:g}", f"{back:g}"]
+    assert {m["name"]: m["total_backward_dispatches_per_step"] > 0 for m in result["modules"]} == {
+        "net": True, "net.0": True, "net.1": True, "net.2": True,
+    }  # fmt: skip
+    lines = _section(text, "Lines")
+    forward = next(r for r in lines if f"train.py:{line_of(root, 'train.py', 'net(x)')}" in r)
+    entry = next(e for e in result["lines"] if e["line"] == line_of(root, "train.py", "net(x)"))
+    assert f"{entry['backward']['dispatches']:g}" in forward.split()
+    library = _section(text, "Library lines")
+    assert "Bwd" in library[1].split()

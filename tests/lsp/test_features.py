@@ -88,6 +88,19 @@ def test_hints_only_on_measured_lines_of_this_file():
     assert [h.position.line for h in hints.inlay_hints(doc, only_first)] == [4]
 
 
+def test_a_forward_lines_hint_includes_its_backward_share():
+    doc = _doc()
+    result = _result()
+    line = result.data["lines"][2]
+    line["backward"] = {"dispatches": 1, "cpu_us": 430.0, "device_us": 420.0}
+    doc.place(result)
+    everything = types.Range(types.Position(0, 0), types.Position(100, 0))
+    found = {h.position.line: h for h in hints.inlay_hints(doc, everything)}
+    assert found[6].label == "  70% · 700 µs · 2 dispatches · backward 60%"
+    assert "of that, backward: 1 dispatch, 420 µs" in found[6].tooltip
+    assert found[4].label == "  30% · 300 µs · 1 dispatch"  # no backward part: as before
+
+
 def test_a_line_two_runs_measured_gets_one_hint_naming_each():
     doc = _doc()
     doc.place(_result())

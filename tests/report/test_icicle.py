@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 
+import pytest
 from trnlens.agent import sources
 from trnlens.libraries import rules
 from trnlens.report import build, icicle
@@ -108,4 +110,75 @@ def test_the_module_tree_renders_in_chromium(tmp_path) -> None:
     assert by_name["model.model"]["y"] > by_name["model"]["y"]  # children below their parent
     assert seen["libraryRows"] == 5
     assert any("naive RMSNorm" in f for f in seen["findings"])
+    assert shot.stat().st_size > 5_000
+
+
+@pytest.fixture(scope="module")
+def training_run(tmp_path_factory):
+    """A real fine-tuning step of the tiny Llama (tests/agent/backward/test_finetuning.py's),
+    stored in a project: forward and backward on every module."""
+    from tests.agent.backward.test_finetuning import TRAIN
+    from tests.agent.conftest import forget_modules, run
+
+    before = set(sys.modules)
+    root = tmp_path_factory.mktemp("train-report")
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (root / "train.py").write_text(TRAIN.lstrip("\n"), encoding="utf-8")
+    result = run(root, [{"path": "train.py", "qualname": "step"}])
+    assert result.get("error") is None, result.get("error")
+    yield root, result
+    forget_modules("transformers", before)
+
+
+def _blocks(chart: str) -> dict:
+    """(direction, name) -> width of each block of the chart."""
+    found = re.findall(
+        r'data-name="([^"]*)"[^>]*?(?:data-direction="([^"]*)")?>.*?width="([0-9.]+)"', chart
+    )
+    return {(direction or None, name): float(width) for name, direction, width in found}
+
+
+def test_a_training_steps_tree_splits_into_forward_and_backward(training_run) -> None:
+    _, result = training_run
+    chart = icicle.svg(result)
+    blocks = _blocks(chart)
+    step = icicle.attributed_us(result)
+    model = next(m for m in result["modules"] if m["name"] == "model")
+    backward_us = model["total_backward_time_per_step_us"]
+    forward_us = model["total_time_per_step_us"] - backward_us
+    for direction, part in (("forward", forward_us), ("backward", backward_us)):
+        assert abs(blocks[(direction, direction)] - (part / step * icicle.WIDTH - 1)) < 0.2
+        assert abs(blocks[(direction, "model")] - blocks[(direction, direction)]) < 0.2
+    attention = "model.model.layers.0.self_attn"
+    assert {("forward", attention), ("backward", attention)} <= set(blocks)
+    assert "self_attn (LlamaAttention) backward of the nodes its forward made" in chart
+
+
+def test_the_forward_and_backward_tree_renders_in_chromium(training_run) -> None:
+    missing = browser_missing()
+    if missing:
+        components.absent(missing)
+    root, result = training_run
+    with Store(root) as store:
+        store.add(result)
+        built = build.write(store, build.select(store, result["run_id"], root), root)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report-modules-backward.png"
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        ["node", str(E2E / "report-modules.mjs"), str(built.path), str(shot)],
+        cwd=E2E, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["problems"] == [] and seen["foreign"] == []
+    by_key = {(n["direction"], n["name"]): n for n in seen["nodes"]}
+    for direction in ("forward", "backward"):
+        layer = by_key[(direction, "model.model.layers.0")]
+        attention = by_key[(direction, "model.model.layers.0.self_attn")]
+        assert layer["width"] >= attention["width"] > 0 and attention["y"] > layer["y"]
+    # The backward tree stands beside the forward one, on the same rows.
+    assert by_key[("backward", "model")]["y"] == by_key[("forward", "model")]["y"]
     assert shot.stat().st_size > 5_000

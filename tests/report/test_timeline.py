@@ -88,3 +88,26 @@ def test_cuda_runtime_and_kernels_get_their_own_lanes(tmp_path):
     assert [b.name for b in t.bars if b.lane == "runtime"] == ["cudaLaunchKernel"]
     assert [b.name for b in t.bars if b.lane == "device"] == ["vectorized_elementwise_kernel"]
     assert t.dispatches == 1
+
+
+def test_backward_runs_say_whose_backward_they_are(tmp_path):
+    engine = "autograd::engine::evaluate_function: "
+    events = [
+        step(1, 0, 1000),
+        op("aten::mul", 10, 100),  # forward, line 4
+        op("trnlens.line:1", 200, 700, cat="user_annotation"),  # the backward() call
+        op(engine + "MulBackward0", 210, 300, cat="cpu_op"),
+        op("MulBackward0", 215, 290, cat="cpu_op"),
+        op("aten::mul", 220, 100),  # its dispatch: on line 4, where its forward ran
+        op(engine + "torch::autograd::AccumulateGrad", 600, 200, cat="cpu_op"),
+        op("aten::add_", 610, 100),  # no forward made it: stays on the backward() line
+    ]
+    sites = [["m.py", 4], ["m.py", 4], ["m.py", 5]]
+    t = build(tmp_path, events, result(dispatch_sites=sites))
+    assert [b.name for b in bars(t, "dispatch")] == ["aten::mul", "aten::mul", "aten::add_"]
+    lines = [(b.name, b.site, b.note) for b in t.bars if b.lane == "python" and b.row == 1]
+    assert [(name, site) for name, site, _ in lines] == [
+        ("line 4", ("m.py", 4)), ("backward · line 4", ("m.py", 4)),
+        ("backward · line 5", ("m.py", 5)),
+    ]  # fmt: skip
+    assert "the line whose forward ops made its nodes" in lines[1][2] and lines[0][2] is None

@@ -25,7 +25,10 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const nodes = await section.locator('svg.icicle g.icicle-node.module').evaluateAll((gs) =>
       gs.map((g) => {
         const box = g.querySelector('rect').getBoundingClientRect();
-        return { name: g.dataset.name, title: g.querySelector('title').textContent, width: box.width, y: box.y };
+        return {
+          name: g.dataset.name, direction: g.dataset.direction || null,
+          title: g.querySelector('title').textContent, width: box.width, y: box.y,
+        };
       }));
     const libraryRows = await section.locator('table.library-lines tbody tr').count();
     const findings = await section.locator('ul.library-findings li').allInnerTexts();

@@ -15,6 +15,7 @@ from typing import overload
 
 from . import events as ev
 from .attribution import library_of
+from .backward.links import BackwardLinks, node_of
 from .events import MODULE_LABEL
 from .loader import VARIANT_FILE_PREFIX
 
@@ -29,8 +30,11 @@ CALLERS_KEPT = 5
 class Breakdown:
     """One attribution pass, read: ``frames()``, ``modules()``, ``host_syncs()``."""
 
-    def __init__(self, attr_events, sites, modules, kinds, headline_events, time_us):
+    def __init__(self, attr_events, sites, modules, kinds, headline_events, time_us,
+                 backward: bool = True):  # fmt: skip
         self.events = [e for e in attr_events if ev.is_host(e)]
+        # Backward at its forward (backward/links.py); off: at the line that ran it (backward())
+        self.links = BackwardLinks(self.events) if backward else None
         self.sites = sites  # label -> (innermost frame, project frame), raw (file, line, func)
         self.info = modules  # module key -> attribution.ModuleInfo
         self.kinds = kinds
@@ -53,6 +57,16 @@ class Breakdown:
 
     # -- where one event ran
     def where(self, event):
+        """(innermost frame, project frame, module key, backward) of an event. Forward work: its
+        innermost line label and module label. Work the autograd engine ran (``backward`` true):
+        those of the forward op that made its node, where one did (``AccumulateGrad`` and the
+        engine's own keep the line that ran them: ``loss.backward()``)."""
+        if self.links is None:
+            return self._where(event) + (node_of(event) is not None,)
+        node, forward = self.links.forward_of(event)
+        return self._where(forward if forward is not None else event) + (node is not None,)
+
+    def _where(self, event):
         """(innermost frame, project frame, module key) of an event: its innermost line label
         and module label; a region no label covers (compiled code) takes its module's caller."""
         label = module = None
@@ -102,20 +116,28 @@ class Breakdown:
     def frames(self, limit: int) -> tuple[list[dict], dict]:
         rows: dict = {}
         callers: dict = defaultdict(lambda: defaultdict(int))
-        for (innermost, project, _), root in self.pairs:
+        for (innermost, project, _, backward), root in self.pairs:
             if innermost is None:
                 continue
             key = innermost[:2] + (innermost[2],)
-            row = rows.setdefault(key, [0, 0.0])
+            row = rows.setdefault(key, [0, 0.0, 0, 0.0])
+            time_us = self.time_us(root)
             row[0] += 1
-            row[1] += self.time_us(root)
+            row[1] += time_us
+            if backward:
+                row[2] += 1
+                row[3] += time_us
             callers[key][project[:2] if project else None] += 1
         table = []
-        for key, (count, time_us) in rows.items():
+        for key, (count, time_us, back_n, back_t) in rows.items():
             row = self._frame(key)
             assert row is not None  # a key here is a frame: only a missing one maps to None
             row["dispatches_per_step"] = count / self.steps
             row["self_time_per_step_us"] = time_us / self.steps
+            # The part the autograd engine ran for this line's forward ops (both columns above
+            # include it: forward is the difference).
+            row["backward_dispatches_per_step"] = back_n / self.steps
+            row["backward_self_time_per_step_us"] = back_t / self.steps
             row["callers"] = [
                 {"path": self.kinds.display(site[0]), "line": site[1],
                  "dispatches_per_step": n / self.steps}
@@ -129,29 +151,32 @@ class Breakdown:
             "count": len(rest),
             "dispatches_per_step": sum(r["dispatches_per_step"] for r in rest),
             "self_time_per_step_us": sum(r["self_time_per_step_us"] for r in rest),
+            "backward_dispatches_per_step": sum(r["backward_dispatches_per_step"] for r in rest),
+            "backward_self_time_per_step_us": sum(
+                r["backward_self_time_per_step_us"] for r in rest
+            ),
         }
 
     def modules(self, limit: int) -> tuple[list[dict], dict]:
+        # Self figures per module key: all dispatches, then the backward part of them.
         self_n: dict[int, int] = defaultdict(int)
         self_t: dict[int, float] = defaultdict(float)
-        for (_, _, module), root in self.pairs:
+        back_n: dict[int, int] = defaultdict(int)
+        back_t: dict[int, float] = defaultdict(float)
+        for (_, _, module, backward), root in self.pairs:
             if module is not None:
+                time_us = self.time_us(root)
                 self_n[module] += 1
-                self_t[module] += self.time_us(root)
+                self_t[module] += time_us
+                if backward:
+                    back_n[module] += 1
+                    back_t[module] += time_us
         calls: dict[int, int] = defaultdict(int)
         for event in self.events:
             if event.name.startswith(MODULE_LABEL):
                 calls[int(event.name[len(MODULE_LABEL) :])] += 1
-        total_t = dict(self_t)
-        total_n = dict(self_n)
-        for key in self.info:
-            parent = self.info[key].parent
-            seen = set()
-            while parent is not None and parent not in seen:  # a module calling itself: once
-                seen.add(parent)
-                total_t[parent] = total_t.get(parent, 0.0) + self_t.get(key, 0.0)
-                total_n[parent] = total_n.get(parent, 0) + self_n.get(key, 0)
-                parent = self.info[parent].parent
+        total_t, total_n = self._totals(self_t), self._totals(self_n)
+        total_bt, total_bn = self._totals(back_t), self._totals(back_n)
         ranked = sorted(self.info, key=lambda k: (-total_t.get(k, 0.0), k))
         kept = set(ranked[:limit])
         for key in list(kept):
@@ -176,6 +201,11 @@ class Breakdown:
                 "total_dispatches_per_step": total_n.get(key, 0) / self.steps,
                 "self_time_per_step_us": self_t.get(key, 0.0) / self.steps,
                 "total_time_per_step_us": total_t.get(key, 0.0) / self.steps,
+                # The backward of the nodes this module's forward made, inside the figures above.
+                "backward_dispatches_per_step": back_n.get(key, 0) / self.steps,
+                "total_backward_dispatches_per_step": total_bn.get(key, 0) / self.steps,
+                "backward_self_time_per_step_us": back_t.get(key, 0.0) / self.steps,
+                "total_backward_time_per_step_us": total_bt.get(key, 0.0) / self.steps,
                 "caller": self._site(info.caller),
                 "called_from": self._frame(info.called_from),
             })  # fmt: skip
@@ -185,13 +215,31 @@ class Breakdown:
             "calls_per_step": sum(calls.get(k, 0) for k in rest) / self.attr_steps,
             "dispatches_per_step": sum(self_n.get(k, 0) for k in rest) / self.steps,
             "self_time_per_step_us": sum(self_t.get(k, 0.0) for k in rest) / self.steps,
+            "backward_dispatches_per_step": sum(back_n.get(k, 0) for k in rest) / self.steps,
+            "backward_self_time_per_step_us": sum(back_t.get(k, 0.0) for k in rest) / self.steps,
         }
+
+    def _totals(self, own: dict) -> dict:
+        """Each module's own figure plus all its descendants' (a module calling itself: once)."""
+        total = dict(own)
+        for key in self.info:
+            parent = self.info[key].parent
+            seen = set()
+            while parent is not None and parent not in seen:
+                seen.add(parent)
+                total[parent] = total.get(parent, 0) + own.get(key, 0)
+                parent = self.info[parent].parent
+        return total
+
+    def backward_roots(self) -> set[int]:
+        """ids of the paired dispatch roots (``pairs``) that the autograd engine ran."""
+        return {id(root) for where, root in self.pairs if where[3]}
 
     def library_files(self) -> list[dict]:
         """Every file outside the project that made a dispatch or defines a called module's
         forward, unbounded (a handful of files even for a 32-layer model): what the static rules
         can read after the run."""
-        files = {innermost[0] for (innermost, _, _), _ in self.pairs if innermost is not None}
+        files = {where[0][0] for where, _ in self.pairs if where[0] is not None}
         files.update(info.source[0] for info in self.info.values() if info.source is not None)
         return [
             {"path": self.kinds.display(f), "library": library_of(f)}
@@ -207,7 +255,7 @@ class Breakdown:
             op = _sync_op(event, backend_name)
             if op is None or any(_sync_op(a, backend_name) for a in _ancestors(event)):
                 continue
-            innermost, project, _ = self.where(event)
+            innermost, project, _, _ = self.where(event)
             if innermost is None and project is None:
                 continue  # trnlens's own synchronisation after each step
             entry = found[(op, innermost, project)]

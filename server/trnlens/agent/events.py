@@ -221,8 +221,10 @@ def site_of(root, labels: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
     return None
 
 
-def line_table(pairs, device_us, steps: int) -> list[dict]:
-    """Per-line self figures from (site, dispatch root) pairs: each root counts on its site."""
+def line_table(pairs, device_us, steps: int, backward: set[int] | None = None) -> list[dict]:
+    """Per-line self figures from (site, dispatch root) pairs: each root counts on its site.
+    ``backward``: ids of the roots the autograd engine ran, counted again apart (``backward``
+    in the entry: a part of the line's figures, never added to them)."""
     lines: dict[tuple[str, int], dict] = {}
     for where, root in pairs:
         if where is None:
@@ -236,27 +238,44 @@ def line_table(pairs, device_us, steps: int) -> list[dict]:
                 "device_us": 0.0,
                 "dispatches": 0,
                 "ops": defaultdict(int),
+                "backward": [0, 0.0, 0.0],
             },
         )
-        entry["cpu_us"] += root.cpu_time_total
-        entry["device_us"] += device_us(root)
+        cpu, device = root.cpu_time_total, device_us(root)
+        entry["cpu_us"] += cpu
+        entry["device_us"] += device
         entry["dispatches"] += 1
         entry["ops"][root.name] += 1
+        if backward and id(root) in backward:
+            part = entry["backward"]
+            part[0] += 1
+            part[1] += cpu
+            part[2] += device
     result = []
     for entry in lines.values():
         dispatches = entry["dispatches"] / steps
-        result.append(
-            {
-                "path": entry["path"],
-                "line": entry["line"],
-                "cpu_us": entry["cpu_us"] / steps,
-                "device_us": entry["device_us"] / steps,
-                "dispatches": int(dispatches) if dispatches.is_integer() else dispatches,
-                "ops": {name: n / steps for name, n in entry["ops"].items()},
+        row = {
+            "path": entry["path"],
+            "line": entry["line"],
+            "cpu_us": entry["cpu_us"] / steps,
+            "device_us": entry["device_us"] / steps,
+            "dispatches": _whole(dispatches),
+            "ops": {name: n / steps for name, n in entry["ops"].items()},
+        }
+        count, cpu, device = entry["backward"]
+        if count:
+            row["backward"] = {
+                "dispatches": _whole(count / steps),
+                "cpu_us": cpu / steps,
+                "device_us": device / steps,
             }
-        )
+        result.append(row)
     result.sort(key=lambda r: (r["path"], r["line"]))
     return result
+
+
+def _whole(value: float):
+    return int(value) if value.is_integer() else value
 
 
 def peak_memory_from_events(events) -> int | None:

@@ -129,8 +129,9 @@ def run(
         device_us = measurer.backend.device_total_us
     if full:
         found.breakdown = breakdown.Breakdown(
-            events, mode.sites, modules.info, kinds, headline_events, device_us
-        )
+            events, mode.sites, modules.info, kinds, headline_events, device_us,
+            backward=measurer.settings.backward,
+        )  # fmt: skip
         project_site, extra = found.breakdown.project_site, measurer.extra_labels
 
         def site_of(root):  # trnlens's own labelled work (the added backward) too
@@ -147,14 +148,17 @@ def run(
     headline = ev.roots_by_step([e for e in headline_events if ev.is_host(e)])
     notes: list[str] = []
     dispatch_sites = dispatch_shapes = None
+    # The roots the autograd engine ran: a part of their line's figures (the same pairing as
+    # breakdown's, so the ids are those of the roots paired below).
+    backward = found.breakdown.backward_roots() if full and found.breakdown else None
     if headline and all([ev.dispatch_key(r) for r in roots] == keys for roots in headline):
         pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
-        table = ev.line_table(pairs, device_us, len(headline))
+        table = ev.line_table(pairs, device_us, len(headline), backward)
         dispatch_sites = [list(site) if site else None for site in sites]
         dispatch_shapes = [getattr(r, "input_shapes", None) or None for r in attributed[0]]
     else:
         pairs = [(site_of(r), r) for roots in attributed for r in roots]
-        table = ev.line_table(pairs, device_us, max(len(attributed), 1))
+        table = ev.line_table(pairs, device_us, max(len(attributed), 1), backward)
         notes.append(
             "the dispatches differ from step to step: per-line times were measured under "
             "the line-attribution mode and read higher than the headline figures"

@@ -61,6 +61,10 @@ class Settings:
     # (attribution.py); "lines": project lines only (the mode before issue 21, for benchmarks).
     attribution: str = "full"
     attribution_limit: int = 50  # frames and modules kept, the rest summed
+    # Backward at its forward (agent/backward/): each dispatch of the autograd engine on the
+    # line, frame and module of the forward op that made its node; off: on the line that ran
+    # it (``loss.backward()``), as before issue 32 (for benchmarks).
+    backward: bool = True
 
 
 @dataclass
@@ -320,9 +324,13 @@ class Measurer:
         m.time_scale = basis.scale(name, total, self.device_mean_us, lines_total)
         keys = ("device_us", "cpu_us") if self.backend.time_basis == "cpu" else ("device_us",)
         basis.rescale_rows(m.lines, keys, m.time_scale["factor"])
+        # A line's backward part (agent/backward/) is on the same basis as the line.
+        backward = [line["backward"] for line in m.lines if line.get("backward")]
+        basis.rescale_rows(backward, keys, m.time_scale["factor"])
         basis.rescale_findings(m.findings, total)
         # Frames and modules (breakdown.py) are parts of the same profiled steps as the lines.
-        parts = ("self_time_per_step_us", "total_time_per_step_us")
+        parts = ("self_time_per_step_us", "total_time_per_step_us",
+                 "backward_self_time_per_step_us", "total_backward_time_per_step_us")  # fmt: skip
         for rows in (m.frames, m.modules, [m.frames_rest, m.modules_rest]):
             basis.rescale_rows([row for row in rows or [] if row], parts, m.time_scale["factor"])
 

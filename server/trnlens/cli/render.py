@@ -153,19 +153,25 @@ def render_result(
             f"{basis_note(data)})"
         )
         total = sum(line["device_us"] for line in data["lines"]) or 1.0
+        # A training step's lines (schema 4) carry the backward of the nodes their forward ops
+        # made: a column of its own, the part of the line's dispatches and time it is.
+        backward = any(line.get("backward") for line in data["lines"])
         rows = []
         for line in sorted(data["lines"], key=lambda x: -x["device_us"]):
-            rows.append(
-                [
-                    f"{line['path']}:{line['line']}",
-                    f"{100 * line['device_us'] / total:.0f}%",
-                    fmt_time(line["device_us"]),
-                    fmt_count(line["dispatches"]),
-                    line.get("label") or _source_line(root, line["path"], line["line"]),
-                ]
-            )
-        part = r.part_label
-        out.extend(table(["Line", "Share", part, "Dispatches", "Source"], rows, {1, 2, 3}))
+            row = [
+                f"{line['path']}:{line['line']}",
+                f"{100 * line['device_us'] / total:.0f}%",
+                fmt_time(line["device_us"]),
+                fmt_count(line["dispatches"]),
+            ]
+            if backward:
+                part = line.get("backward") or {}
+                row += [fmt_count(part.get("dispatches", 0)), fmt_time(part.get("device_us", 0.0))]
+            row.append(line.get("label") or _source_line(root, line["path"], line["line"]))
+            rows.append(row)
+        headers = ["Line", "Share", r.part_label, "Dispatches"]
+        headers += ["Bwd disp.", "Bwd time"] if backward else []
+        out.extend(table(headers + ["Source"], rows, set(range(1, len(headers)))))
     out.extend(modules_lines(data, table, modules))
     out.extend(library_lines(data, table))
     out.extend(compile_lines(data))

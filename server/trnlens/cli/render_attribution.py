@@ -2,7 +2,9 @@
 
 Both read the result's ``modules`` and ``frames`` (schema 3, the attribution pass). Shares are of
 the step's attributed time (the sum over every frame, the rest included), the same total the
-Lines table's shares use, so figures side by side agree.
+Lines table's shares use, so figures side by side agree. A training step's (schema 4) splits
+dispatches into forward and backward: the backward of the autograd nodes a module's (a line's)
+forward ops made, inside its totals.
 """
 
 from __future__ import annotations
@@ -30,11 +32,16 @@ def _count(n: float) -> str:
     return f"{n:g}" if isinstance(n, float) else str(n)
 
 
+def _has_backward(rows: list[dict], key: str) -> bool:
+    return any(row.get(key) for row in rows)
+
+
 def modules_lines(data: dict, table, shown: int | None = MODULES_SHOWN) -> list[str]:
     """The top ``shown`` modules by total time (None: all the result has)."""
     modules = data.get("modules")
     if not modules:
         return []
+    backward = _has_backward(modules, "total_backward_dispatches_per_step")
     total = _step_total(data)
     ranked = sorted(modules, key=lambda m: -m["total_time_per_step_us"])
     picked = ranked if shown is None else ranked[:shown]
@@ -42,25 +49,36 @@ def modules_lines(data: dict, table, shown: int | None = MODULES_SHOWN) -> list[
     picked.sort(key=lambda m: order[id(m)])
     rows = []
     for m in picked:
-        rows.append(
-            [
-                m["name"][:60],
-                m["type"][:28],
-                _count(m["calls_per_step"]),
-                _count(m["dispatches_per_step"]),
-                _count(m.get("total_dispatches_per_step", m["dispatches_per_step"])),
-                units.duration(m["self_time_per_step_us"]),
-                units.duration(m["total_time_per_step_us"]),
-                _share(m["total_time_per_step_us"], total),
-            ]
-        )
+        total_n = m.get("total_dispatches_per_step", m["dispatches_per_step"])
+        row = [
+            m["name"][:60],
+            m["type"][:28],
+            _count(m["calls_per_step"]),
+            _count(m["dispatches_per_step"]),
+            _count(total_n),
+        ]
+        if backward:  # the total split: forward, and the backward of the nodes it made
+            back_n = m.get("total_backward_dispatches_per_step", 0)
+            row += [_count(total_n - back_n), _count(back_n)]
+        row += [
+            units.duration(m["self_time_per_step_us"]),
+            units.duration(m["total_time_per_step_us"]),
+        ]
+        if backward:
+            row.append(units.duration(m.get("total_backward_time_per_step_us", 0.0)))
+        row.append(_share(m["total_time_per_step_us"], total))
+        rows.append(row)
     hidden = len(modules) - len(picked)
     rest = data.get("modules_rest") or {}
     title = "Modules (per step; self: while it was the innermost module running"
     title += f"; the top {len(picked)} by total time" if hidden else ""
+    if backward:
+        title += "; Fwd + Bwd = Total: Bwd is the backward of the autograd nodes it made"
     out = ["", title + ")"]
-    headers = ["Module", "Type", "Calls", "Self disp.", "Total disp.", "Self", "Total", "Share"]
-    out.extend(table(headers, rows, {2, 3, 4, 5, 6, 7}))
+    headers = ["Module", "Type", "Calls", "Self disp.", "Total disp."]
+    headers += ["Fwd disp.", "Bwd disp."] if backward else []
+    headers += ["Self", "Total"] + (["Bwd time"] if backward else []) + ["Share"]
+    out.extend(table(headers, rows, set(range(2, len(headers)))))
     if hidden:
         out.append(f"  ... {hidden} more modules (trnlens profile --modules all lists them)")
     if rest.get("count"):
@@ -78,6 +96,7 @@ def library_lines(data: dict, table) -> list[str]:
     if not frames:
         return []
     total = _step_total(data)
+    backward = _has_backward(frames, "backward_dispatches_per_step")
     rows = []
     for f in frames[:LIBRARY_LINES_SHOWN]:
         library = f.get("library") or {}
@@ -86,20 +105,24 @@ def library_lines(data: dict, table) -> list[str]:
             name += f" {library['version']}"
         callers = f.get("callers") or []
         called = f"{callers[0]['path']}:{callers[0]['line']}" if callers else "-"
-        rows.append(
-            [
-                f"{_short(f['path'])}:{f['line']}",
-                name,
-                _share(f["self_time_per_step_us"], total),
-                units.duration(f["self_time_per_step_us"]),
-                _count(f["dispatches_per_step"]),
-                called,
-                _text(f["path"], f["line"]),
-            ]
-        )
-    out = ["", "Library lines (self: each dispatch on the innermost line that made it)"]
-    headers = ["Line", "Library", "Share", "Self", "Dispatches", "Called from", "Source"]
-    out.extend(table(headers, rows, {2, 3, 4}))
+        row = [
+            f"{_short(f['path'])}:{f['line']}",
+            name,
+            _share(f["self_time_per_step_us"], total),
+            units.duration(f["self_time_per_step_us"]),
+            _count(f["dispatches_per_step"]),
+        ]
+        if backward:
+            back_n = f.get("backward_dispatches_per_step", 0)
+            row += [_count(f["dispatches_per_step"] - back_n), _count(back_n)]
+        rows.append(row + [called, _text(f["path"], f["line"])])
+    title = "Library lines (self: each dispatch on the innermost line that made it"
+    title += "; Bwd: the backward of the nodes its ops made)" if backward else ")"
+    out = ["", title]
+    headers = ["Line", "Library", "Share", "Self", "Dispatches"]
+    headers += ["Fwd", "Bwd"] if backward else []
+    headers += ["Called from", "Source"]
+    out.extend(table(headers, rows, set(range(2, len(headers) - 2))))
     if len(frames) > LIBRARY_LINES_SHOWN:
         out.append(f"  ... {len(frames) - LIBRARY_LINES_SHOWN} more library lines (--format json)")
     return out

@@ -224,12 +224,16 @@ def _measured(
     method = qualname.rsplit(".", 1)[-1]
     if any((str(m.get("type_path")), method) in totals.swapped for m in owned):
         return None  # this run measured the method swapped for its fix: its code did not run
+    # Both directions (schema 4): a frame's and a module's figures include the backward of the
+    # autograd nodes their forward ops made; ``backward`` is that part.
     dispatches = sum(f.get("dispatches_per_step") or 0 for f in inside)
+    backward = sum(f.get("backward_dispatches_per_step") or 0 for f in inside)
     time_us = sum(f.get("self_time_per_step_us") or 0 for f in inside)
     if not inside and owned and totals.frames_cut:
         # Its lines may have fallen out of the top frames (into frames_rest): the class's
         # modules' own dispatches stand in.
         dispatches = sum(m.get("dispatches_per_step") or 0 for m in owned)
+        backward = sum(m.get("backward_dispatches_per_step") or 0 for m in owned)
         time_us = sum(m.get("self_time_per_step_us") or 0 for m in owned)
     if not dispatches:
         return None  # never ran in this run (or ran without a dispatch): nothing measured
@@ -242,13 +246,20 @@ def _measured(
     where = f"{_library_text(library)}, {os.path.basename(path)}:{first}"
     phrase = PHRASES.get(finding.code) or finding.message.removesuffix(NOT_TIMED).split(":")[0]
     of_total = f" of {_number(totals.dispatches)}" if totals.dispatches else ""
-    if calls:
+    if calls and backward:
+        cost = (
+            f"{_number((dispatches - backward) / calls)} dispatches a call forward and "
+            f"{_number(backward / calls)} backward, {_number(calls)} calls, "
+            f"{_number(dispatches)}{of_total} per step"
+        )
+    elif calls:
         cost = (
             f"{_number(dispatches / calls)} dispatches a call, {_number(calls)} calls, "
             f"{_number(dispatches)}{of_total} per step"
         )
     else:
-        cost = f"{_number(dispatches)}{of_total} dispatches per step"
+        both = f" ({_number(backward)} of them backward)" if backward else ""
+        cost = f"{_number(dispatches)}{of_total} dispatches per step{both}"
     entry = {
         "code": finding.code,
         "message": f"{name} ({where}) is {phrase}: {cost}",
@@ -266,6 +277,7 @@ def _measured(
         "calls_per_step": calls,
         "dispatches_per_call": dispatches / calls if calls else None,
         "dispatches_per_step": dispatches,
+        "backward_dispatches_per_step": backward,
         "time_per_step_us": time_us,
         "share": time_us / totals.time_us if totals.time_us else None,
         "callers": callers,

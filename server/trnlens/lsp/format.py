@@ -46,3 +46,9 @@ def headline(result: Result) -> str:
 def failure(error: dict) -> str:
     kind = error.get("type") or error.get("kind") or "error"
     return f"failed: {kind}"
+
+
+def backward_share(time_us: float, backward_us: float) -> list[str]:
+    """``["backward 58%"]``: the part of a line's time that is the backward of the autograd
+    nodes its forward ops made (a project line or a library line alike); [] without a time."""
+    return [f"backward {100 * backward_us / time_us:.0f}%"] if time_us > 0 else []

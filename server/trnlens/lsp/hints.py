@@ -1,7 +1,10 @@
 """Inlay hints at the end of each line that took time in the last run of its function.
 
 ``38% · 0.70 ms · 2 dispatches``: the line's share of the run's attributed time, its time per
-step and its dispatches; `` · stale`` once the function's source no longer matches the run.
+step and its dispatches; `` · stale`` once the function's source no longer matches the run. A
+training step's forward line says how much of that is the backward of the autograd nodes its
+ops made (``64% · 41 ms · 444 dispatches · backward 58%``: schema 4, agent/backward/), and the
+tooltip gives its dispatches and time.
 Lines with nothing measured get none. A line measured by several runs (a helper two profiled
 functions call) gets one hint naming each run's function.
 """
@@ -25,9 +28,24 @@ def line_label(entry: dict, total_us: float) -> str:
     parts.append(format.duration(time_us))
     if entry.get("dispatches"):
         parts.append(format.count(entry["dispatches"], "dispatch"))
+    backward = entry.get("backward") or {}
+    if backward.get("dispatches"):
+        parts.extend(format.backward_share(time_us, backward.get("device_us") or 0))
     if entry.get("label"):  # the backward training mode adds, on the def line
         parts.append(entry["label"])
     return " · ".join(parts)
+
+
+def backward_tip(entry: dict) -> str:
+    """The tooltip's line for a line's backward part ("" when it has none)."""
+    backward = entry.get("backward") or {}
+    if not backward.get("dispatches"):
+        return ""
+    return (
+        f"; of that, backward: {format.count(backward['dispatches'], 'dispatch')}, "
+        f"{format.duration(backward.get('device_us') or 0)} (the autograd engine's work for the "
+        "nodes this line's forward ops made; on a backward() line, what no forward op made)"
+    )
 
 
 def utf16_length(text: str) -> int:
@@ -57,7 +75,7 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
             labels.append(label)
             tips.append(
                 f"{result.qualname}: {result.part_label} time per step, of the run's "
-                f"{run_headline(result.data).text}, from run {result.run_id}"
+                f"{run_headline(result.data).text}, from run {result.run_id}" + backward_tip(entry)
             )
         hints.append(
             types.InlayHint(

@@ -202,6 +202,10 @@ def inlay_hints(
         parts = [_share(time_us, total), format.duration(time_us)]
         if frame.get("dispatches_per_step"):
             parts.append(format.count(frame["dispatches_per_step"], "dispatch"))
+        if frame.get("backward_dispatches_per_step"):  # schema 4: its ops' backward, a part
+            parts.extend(
+                format.backward_share(time_us, frame.get("backward_self_time_per_step_us") or 0)
+            )
         if _changed(placement, str(frame.get("path")), digest):
             parts.append("stale")  # the file changed since the run read it: lines may have moved
         callers = ", ".join(f"{c['path']}:{c['line']}" for c in frame.get("callers") or [])

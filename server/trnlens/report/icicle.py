@@ -7,6 +7,12 @@ module's width is its share of the step and the part of it no child covers is it
 module whose parent fell out of the top N hangs under the nearest ancestor that is there (its
 name says where it sits). Every rectangle's ``<title>`` gives the figures; text is escaped, and
 no script is needed to read it.
+
+A training step (schema 4: modules carry the backward of the autograd nodes their forward ops
+made) splits below the step row into a forward and a backward block, each with the module tree
+under it at that direction's times: the same module twice, once per direction, so the backward
+a module costs sits beside its forward. What no module made (the optimizer, AccumulateGrad on the
+``backward()`` line) is the step row's part that no block covers.
 """
 
 from __future__ import annotations
@@ -38,6 +44,15 @@ class Node:
         if self.entry is not None:
             return float(self.entry.get("total_time_per_step_us") or 0)
         return sum(child.total_us for child in self.children)
+
+    def part_us(self, direction: str | None) -> float:
+        """Its total time in one direction ("forward", "backward"; None: both)."""
+        if direction is None:
+            return self.total_us
+        if self.entry is None:
+            return sum(child.part_us(direction) for child in self.children)
+        backward = float(self.entry.get("total_backward_time_per_step_us") or 0)
+        return backward if direction == "backward" else max(self.total_us - backward, 0.0)
 
 
 def tree(modules: list[dict]) -> list[Node]:
@@ -82,10 +97,25 @@ def svg(result: dict) -> str:
     rects.append(
         _rect(0, 0, WIDTH, "step", f"step: {duration(step)} attributed per step", "step", 1.0)
     )
+    if has_backward(result):
+        directions: tuple = ("forward", "backward")
+        depth += 1
+    else:
+        directions = (None,)
     x = 0.0
-    for root in sorted(roots, key=lambda n: -n.total_us):
-        _place(root, x, 1, scale, step, rects)
-        x += root.total_us * scale
+    for direction in directions:
+        row = 1
+        if direction is not None:  # the direction's block, its module trees under it
+            part = sum(r.part_us(direction) for r in roots)
+            share = part / step
+            title = f"{direction}: {duration(part)} in modules per step; {share:.1%} of the step"
+            label = f"{direction} · {duration(part)}"
+            rects.append(_rect(x, ROW_H, part * scale, label, title, f"direction {direction}",
+                               share, direction, direction))  # fmt: skip
+            row = 2
+        for root in sorted(roots, key=lambda n: -n.part_us(direction)):
+            _place(root, x, row, scale, step, rects, direction)
+            x += root.part_us(direction) * scale
     height = (depth + 1) * ROW_H
     return (
         f'<svg class="icicle" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" '
@@ -97,27 +127,44 @@ def _depth(nodes: list[Node]) -> int:
     return max((1 + _depth(n.children) for n in nodes), default=0)
 
 
-def _place(node: Node, x: float, row: int, scale: float, step: float, out: list[str]) -> None:
-    width = node.total_us * scale
+def has_backward(result: dict) -> bool:
+    return any(m.get("total_backward_time_per_step_us") for m in result.get("modules") or [])
+
+
+def _place(node, x, row, scale, step, out, direction=None) -> None:
+    part = node.part_us(direction)
+    width = part * scale
     entry = node.entry or {}
     kind = entry.get("type") or "module"
-    share = node.total_us / step if step else 0.0
-    title = (
-        f"{display_name(node.name)} ({kind}): {duration(node.total_us)} total, "
-        f"{duration(entry.get('self_time_per_step_us'))} self, "
-        f"{_n(entry.get('calls_per_step'))} calls, "
-        f"{_n(entry.get('dispatches_per_step'))} dispatches per step; "
-        f"{share:.1%} of the step"
-    )
+    share = part / step if step else 0.0
+    if direction is None:
+        title = (
+            f"{display_name(node.name)} ({kind}): {duration(node.total_us)} total, "
+            f"{duration(entry.get('self_time_per_step_us'))} self, "
+            f"{_n(entry.get('calls_per_step'))} calls, "
+            f"{_n(entry.get('dispatches_per_step'))} dispatches per step; "
+            f"{share:.1%} of the step"
+        )
+    else:
+        total_n = entry.get("total_dispatches_per_step")
+        back_n = entry.get("total_backward_dispatches_per_step") or 0
+        n = back_n if direction == "backward" or total_n is None else total_n - back_n
+        made = " of the nodes its forward made" if direction == "backward" else ""
+        title = (
+            f"{display_name(node.name)} ({kind}) {direction}{made}: {duration(part)} total, "
+            f"{_n(n)} dispatches per step (with its children); {share:.1%} of the step; "
+            f"both directions: {duration(node.total_us)}, "
+            f"{_n(entry.get('calls_per_step'))} calls"
+        )
     label = f"{display_name(node.name).rsplit('.', 1)[-1]} · {kind}"
-    out.append(_rect(x, row * ROW_H, width, label, title, "module", share, node.name))
+    out.append(_rect(x, row * ROW_H, width, label, title, "module", share, node.name, direction))
     child_x = x
-    for child in sorted(node.children, key=lambda n: -n.total_us):
-        _place(child, child_x, row + 1, scale, step, out)
-        child_x += child.total_us * scale
+    for child in sorted(node.children, key=lambda n: -n.part_us(direction)):
+        _place(child, child_x, row + 1, scale, step, out, direction)
+        child_x += child.part_us(direction) * scale
 
 
-def _rect(x, y, width, label, title, css, share, name="") -> str:
+def _rect(x, y, width, label, title, css, share, name="", direction=None) -> str:
     if width < 0.5:
         return ""
     text = ""
@@ -126,6 +173,8 @@ def _rect(x, y, width, label, title, css, share, name="") -> str:
         shown = label if len(label) <= room else label[: max(room - 1, 1)] + "…"
         text = f'<text x="{x + 3:.1f}" y="{y + 15}">{E(shown)}</text>'
     hue = "" if css == "step" else f' data-share="{share:.3f}"'
+    if direction is not None:
+        hue += f' data-direction="{A(direction)}"'
     return (
         f'<g class="icicle-node {css}" data-name="{A(name)}"{hue}><title>{E(title)}</title>'
         f'<rect x="{x:.1f}" y="{y}" width="{max(width - 1, 0.5):.1f}" height="{ROW_H - 2}"/>'
@@ -147,9 +196,16 @@ def section(result: dict, prefix: str = "") -> str:
     if chart:
         rest = result.get("modules_rest") or {}
         more = f" · {_n(rest.get('count'))} smaller modules not drawn" if rest.get("count") else ""
+        split = (
+            "; forward and backward apart, a module's backward being that of the autograd nodes "
+            "its forward made"
+            if has_backward(result)
+            else ""
+        )
         parts.append(
             '<p class="muted">one step: each module spans its total time (itself and its '
-            f"children), children below it, widest first; hover a block for its figures{more}</p>"
+            f"children), children below it, widest first{split}; hover a block for its figures"
+            f"{more}</p>"
             f'<div class="icicle-box">{chart}</div>'
         )
     parts.append(table)
@@ -176,11 +232,12 @@ def library_table(result: dict) -> str:
             f"<td>{E(frame.get('function'))}</td><td>{E(name)}</td>"
             f'<td class="num">{share:.1%}</td><td class="num">{E(duration(time_us))}</td>'
             f'<td class="num">{_n(frame.get("dispatches_per_step"))}</td>'
+            f'<td class="num">{_n(frame.get("backward_dispatches_per_step") or 0)}</td>'
             f"<td>{E(callers)}</td></tr>"
         )
     more = len(frames) - MAX_LIBRARY_LINES
     if more > 0:
-        rows.append(f'<tr><td colspan="7" class="muted">… {more} more library lines</td></tr>')
+        rows.append(f'<tr><td colspan="8" class="muted">… {more} more library lines</td></tr>')
     notes = "".join(f'<li class="warn">{E(f.get("message"))}</li>' for f in findings)
     return (
         "<h3>Library lines (self time: each dispatch on its innermost frame)</h3>"
@@ -188,7 +245,9 @@ def library_table(result: dict) -> str:
         # in its own scrolling box, like every wide table: the page never scrolls sideways
         + '<div class="wide"><table class="library-lines"><thead><tr><th>line</th>'
         '<th>function</th><th>library</th><th class="num">share</th><th class="num">time</th>'
-        '<th class="num">dispatches</th><th>called from</th></tr></thead>'
+        '<th class="num">dispatches</th><th class="num" title="the backward of the autograd nodes '
+        'its ops made, part of the dispatches">of them backward</th>'
+        "<th>called from</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 

@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from trnlens.agent import events as ev
+from trnlens.agent.backward.links import node_of
 from trnlens.report.trace import StepTrace, TraceEvent
 
 LANES = (
@@ -258,16 +259,30 @@ def _python_from_sites(roots, sites, result: dict, rel) -> list[Bar]:
         Bar("python", 0, rel(first.ts), last.end - first.ts, qualname, "frame",
             site=function_site, note="the profiled function (its dispatches' span)")
     ]  # fmt: skip
-    run_start, run_end, run_site = None, None, None
-    for root, site in [*zip(roots, sites, strict=True), (None, None)]:
-        if root is not None and site == run_site and run_start is not None:
+    # A run is a stretch of dispatches from the same line in the same direction: the autograd
+    # engine's dispatches count on the line whose forward made their node (schema 4), so a
+    # backward run says so rather than pass for that line running again.
+    run_start, run_end, run_key = None, None, None
+    keyed = [
+        (root, (site, node_of(root) is not None)) for root, site in zip(roots, sites, strict=True)
+    ]
+    for root, key in [*keyed, (None, None)]:
+        if root is not None and key == run_key and run_start is not None:
             run_end = max(run_end, root.end)
             continue
-        if run_start is not None and run_site is not None:
+        if run_start is not None and run_key is not None and run_key[0] is not None:
+            run_site, backward = run_key
+            name = f"backward · line {run_site[1]}" if backward else f"line {run_site[1]}"
+            note = (
+                "the autograd engine's work, on the line whose forward ops made its nodes (what "
+                "no forward op made, such as AccumulateGrad: on the line that called backward())"
+                if backward
+                else None
+            )
             bars.append(
-                Bar("python", 1, rel(run_start), run_end - run_start, f"line {run_site[1]}",
-                    "line", site=run_site)
+                Bar("python", 1, rel(run_start), run_end - run_start, name, "line",
+                    site=run_site, note=note)
             )  # fmt: skip
         if root is not None:
-            run_start, run_end, run_site = root.ts, root.end, site
+            run_start, run_end, run_key = root.ts, root.end, key
     return bars
