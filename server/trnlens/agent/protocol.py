@@ -36,7 +36,7 @@ import threading
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import IO, Any, ClassVar
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
 # 3 (issue 22): comparison speedup_method/outputs_not_comparable; line/finding time_scale.
 # 3: optional frames, modules, host_syncs, eval_modules, compile.scope (issue 21); and, added by
@@ -44,7 +44,10 @@ SCHEMA_VERSION = 3
 # its module swaps (agent/swaps.py).
 # 3: optional multi-rank fields (world_size, ranks, slowest_rank, rank_spread, collectives,
 #    stragglers, alignment, rank_timelines, dist_backend, nproc_per_node); error.rank.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+# 4 (issue 31): backend "xla"; optional xla section (graphs, compilations, recompiles with their
+#    cause and line, transfers, CPU fallbacks and forced executions at their lines, IR nodes per
+#    line); versions.torch_xla / pjrt_device.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 AGENT_VERSION = "0.1.0"
 
 # What a run does where the request leaves a field out: defined here once, read by the agent, the
@@ -52,7 +55,7 @@ AGENT_VERSION = "0.1.0"
 RUN_DEFAULTS: dict[str, Any] = {
     "backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "auto",
 }  # fmt: skip
-BACKENDS = ("auto", "cpu", "cuda", "neuron")
+BACKENDS = ("auto", "cpu", "cuda", "neuron", "xla")
 # auto: as-written when the function is a training step (steps.py), else inference.
 MODES = ("auto", "inference", "training", "as-written")
 

@@ -15,6 +15,7 @@ from trnlens.cli.render_findings import (
     mode_lines,
 )
 from trnlens.cli.render_ranks import ranks_lines
+from trnlens.cli.render_xla import xla_lines
 from trnlens.results import Result
 
 
@@ -159,6 +160,7 @@ def render_result(
     out.extend(modules_lines(data, table, modules))
     out.extend(library_lines(data, table))
     out.extend(compile_lines(data))
+    out.extend(xla_lines(data, table, fmt_bytes))
     out.extend(findings_lines(data, table))
     out.extend(library_findings_lines(data))
     for warning in dict.fromkeys(data.get("warnings", [])):  # each once
