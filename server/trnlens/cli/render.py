@@ -87,7 +87,13 @@ def render_result(
             out.append(e["traceback"].rstrip())
         out.extend(f"warning: {w}" for w in data.get("warnings", []))
         return "\n".join(out)
-    if r.time_basis == "cpu":
+    if data.get("backend") == "xla":
+        out.append(
+            "time basis: host (xla: the profiler sees the host trace the lazy ops, then each "
+            "step's sync compile and execute the graph; the XLA section has the device's "
+            "execute time)"
+        )
+    elif r.time_basis == "cpu":
         out.append(
             "time basis: CPU (the cpu backend runs ops on the host; no accelerator time is claimed)"
         )
