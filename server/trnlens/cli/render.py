@@ -15,7 +15,7 @@ from trnlens.cli.render_findings import (
     mode_lines,
 )
 from trnlens.cli.render_ranks import ranks_lines
-from trnlens.cli.render_xla import xla_lines
+from trnlens.cli.render_xla import comparison_xla_lines, xla_lines
 from trnlens.results import Result
 
 
@@ -221,6 +221,7 @@ def render_comparison(data: dict) -> str:
             "their 10th-90th percentiles; a range containing 1.00x is no measurable difference"
         )
     out.extend(comparison_lines(data))  # what torch.compile did in the compiled variants
+    out.extend(comparison_xla_lines(data, table))  # graphs and IR nodes per variant on XLA
     shared = [*(data.get("warnings") or []), *([not_comparable] if not_comparable else [])]
     out.extend(f"warning: {w}" for w in speed.variant_warnings(variants, shared))
     return "\n".join(out)

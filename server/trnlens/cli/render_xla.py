@@ -77,3 +77,27 @@ def xla_lines(data: dict, table: Table, size: Callable[[float | None], str]) -> 
         if x.get("ir_nodes_elsewhere"):
             out.append(f"  {x['ir_nodes_elsewhere']} IR nodes were made in library code")
     return out
+
+
+def comparison_xla_lines(data: dict, table: Table) -> list[str]:
+    """Each variant's graphs and IR nodes per step, in a comparison run on XLA."""
+    variants = data.get("variants") or []
+    if not any(v.get("xla") for v in variants):
+        return []
+    rows = []
+    for v in variants:
+        x = v.get("xla")
+        label = v["variant"]["label"]
+        if not x:
+            rows.append([label, "-", "-", "-", "-", "-"])
+            continue
+        nodes = sum(line["ir_nodes"] for line in x["lines"]) + x.get("ir_nodes_elsewhere", 0)
+        rows.append([
+            label, _n(x["per_step"]["graphs"]), _n(x["compiles_in_window"]), _n(nodes),
+            _n(len(x["fallbacks"])), _n(len(x["forced"])),
+        ])  # fmt: skip
+    headers = ["Variant", "Graphs/step", "Compiles (window)", "IR nodes", "Fallbacks", "Forced"]
+    out = ["", "XLA (IR nodes: the step's last graph read before its sync; a graph the dynamo "
+           "backend runs from its own cache reads as device data, 0 nodes)"]  # fmt: skip
+    out.extend(table(headers, rows, {1, 2, 3, 4, 5}))
+    return out
