@@ -134,3 +134,36 @@ def test_neuron_backend_profiles_the_xla_based_torch_neuronx_on_its_xla_stack(xl
     assert result["backend"] == "xla" and result["versions"]["torch_neuronx"] == "2.8.0.2.10.16998"
     assert any("XLA-based package" in w for w in result["warnings"])
     assert result["xla"]["per_step"]["graphs"] == 1
+
+
+def test_the_shipped_agent_bundle_carries_the_xla_subpackage_and_runs_it(xla_python, tmp_path):
+    """Remote targets run the zipapp (targets/bundle.py): it holds agent/xla/ and runs the xla
+    backend where trnlens is not installed (no PYTHONPATH to server/)."""
+    import zipfile
+
+    from trnlens.targets import bundle
+
+    built = bundle.build(tmp_path)
+    names = zipfile.ZipFile(built).namelist()
+    for module in ("recorder", "sites", "summary", "irtext", "metrics"):
+        assert f"trnlens_agent/xla/{module}.py" in names
+    assert "trnlens_agent/backends/xla.py" in names
+    shutil.copy(FIXTURE, tmp_path / "steps.py")
+    lines = json.dumps(request(tmp_path, "host_read")) + "\n"
+    done = subprocess.run(
+        [str(xla_python), "-I", str(built)], input=lines, capture_output=True, text=True,
+        env=xla_env(), cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    result = json.loads(done.stdout.splitlines()[-1])["result"]
+    assert result["xla"]["forced"][0]["line"] == 35, done.stderr[-2000:]
+
+
+def test_neuron_without_torch_neuronx_points_at_the_xla_backend(xla_python, tmp_path):
+    """What a user of torch 2.8 + torch-xla saw before (issue 31): only "the neuron backend
+    needs torch_neuronx, which is not installed"; now the same message names --backend xla."""
+    shutil.copy(FIXTURE, tmp_path / "steps.py")
+    answers = run_agent(xla_python, tmp_path, [request(tmp_path, "steady", backend="neuron")])
+    error = answers["steady"]["error"]
+    assert error["kind"] == "environment"
+    assert "needs torch_neuronx, which is not installed" in error["message"]
+    assert "--backend xla" in error["message"]

@@ -34,9 +34,15 @@ def _import_torch_neuronx():
         return importlib.import_module("torch_neuronx")
     except ModuleNotFoundError as exc:
         if exc.name == "torch_neuronx":
+            xla = importlib.util.find_spec("torch_xla") is not None
             raise errors.environment(
                 f"the neuron backend needs torch_neuronx, which is not installed for this "
                 f"interpreter: {INSTALL}"
+                + (
+                    "; torch_xla is installed here: --backend xla profiles its PJRT device"
+                    if xla
+                    else ""
+                )
             ) from None
         raise errors.environment(f"import torch_neuronx failed: {exc}") from None
     except Exception as exc:  # the PyPI placeholder raises on import
