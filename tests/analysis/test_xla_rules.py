@@ -21,9 +21,12 @@ XLA_CODE = textwrap.dedent(
         scale = y.max().item()
         if y.sum() > 0:
             y = y + 1
+        if y.max().item() > 1:
+            y = y / 2
         if x.shape[0] > 2:
             y = y * 2
         host = y.cpu()
+        arr = y.cpu().numpy()
         return y * scale, idx, picked, kept, rows, host
     """
 )
@@ -44,7 +47,9 @@ def test_each_graph_cut_is_found_at_its_line():
         (_row("torch.where(mask)"), "TRN301"),
         (_row(".item()"), "TRN302"),
         (_row("if y.sum()"), "TRN303"),
-        (_row("y.cpu()"), "TRN302"),
+        (_row("if y.max().item()"), "TRN302"),  # one finding: the read, not the branch too
+        (_row("host = y.cpu()"), "TRN302"),
+        (_row("y.cpu().numpy()"), "TRN302"),  # one finding: the .cpu()
     ]
 
 

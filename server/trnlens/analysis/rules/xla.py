@@ -88,6 +88,11 @@ class DataDependentShape(_XlaRule):
         )
 
 
+def _is_host_read(node: ast.AST) -> bool:
+    call = _attr_call(node)
+    return call is not None and call[1] in _HOST_READS
+
+
 class HostRead(_XlaRule):
     def __init__(self) -> None:
         super().__init__("TRN302", "host-read-on-xla",
@@ -99,6 +104,8 @@ class HostRead(_XlaRule):
             return None
         if node.args or node.keywords:
             return None
+        if _is_host_read(call[0]):
+            return None  # `t.cpu().numpy()`: the `.cpu()` is the read, reported once
         return (
             f"on XLA, `.{call[1]}()` reads a lazy tensor on the host: the pending graph executes "
             "here, mid-step (a forced execution: two graphs instead of one); read it after "
@@ -117,6 +124,8 @@ class TensorControlFlow(_XlaRule):
             return None
         if not _depends_on_values(node.test):
             return None
+        if any(_is_host_read(sub) for sub in ast.walk(node.test)):
+            return None  # `if t.item() == 0:`: TRN302 reports that read, once
         return (
             "on XLA, a Python branch on a tensor's value executes the pending graph to read it, "
             "and the branch taken is baked into the next graph; use `torch.where`"
