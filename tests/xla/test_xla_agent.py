@@ -134,6 +134,10 @@ def test_neuron_backend_profiles_the_xla_based_torch_neuronx_on_its_xla_stack(xl
     assert result["backend"] == "xla" and result["versions"]["torch_neuronx"] == "2.8.0.2.10.16998"
     assert any("XLA-based package" in w for w in result["warnings"])
     assert result["xla"]["per_step"]["graphs"] == 1
+    # torch_neuronx imports torch_xla: XLA_IR_DEBUG was set before, so IR nodes have lines
+    assert result["xla"]["ir_debug"] is True
+    assert not any("XLA_IR_DEBUG" in w for w in result["warnings"])
+    assert {line["line"]: line["ir_nodes"] for line in result["xla"]["lines"]}[14] > 0
 
 
 def test_the_shipped_agent_bundle_carries_the_xla_subpackage_and_runs_it(xla_python, tmp_path):

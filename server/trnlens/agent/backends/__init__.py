@@ -33,7 +33,9 @@ def select(name: str, torch, options: dict, artifacts_dir: str) -> Backend:
 
         return XlaBackend(torch, options)
     from .neuron import NeuronBackend, XlaBasedNeuron
+    from .xla import before_import
 
+    before_import()  # the XLA-based torch_neuronx imports torch_xla
     try:
         return NeuronBackend(torch, options, artifacts_dir)
     except XlaBasedNeuron as exc:  # torch-neuronx 2.x before Neuron 2.33: its XLA stack
@@ -50,6 +52,9 @@ def _auto(torch, options: dict, artifacts_dir: str) -> Backend:
     from . import neuron
 
     if neuron.present():
+        from .xla import before_import
+
+        before_import()  # the XLA-based torch_neuronx imports torch_xla
         try:
             backend = neuron.NeuronBackend(torch, options, artifacts_dir)
             if backend.available():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from typing import Any
 
 from .. import errors
@@ -28,6 +29,13 @@ INSTALL = 'pip install "torch-xla==<your torch version>" (e.g. torch==2.8.0 torc
 
 def present() -> bool:
     return importlib.util.find_spec("torch_xla") is not None
+
+
+def before_import() -> None:
+    """XLA_IR_DEBUG=1 (every IR node keeps its Python frame) is read when torch_xla is first
+    imported, and the XLA-based torch_neuronx imports it: called before torch_neuronx is tried."""
+    if present() and "torch_xla" not in sys.modules:
+        os.environ.setdefault("XLA_IR_DEBUG", "1")
 
 
 class XlaBackend(Backend):
@@ -85,7 +93,7 @@ class XlaBackend(Backend):
     def _ir_debug(self) -> bool:
         """XLA_IR_DEBUG=1 gives every IR node the Python frame that made it; it is read when
         torch_xla is first imported, so it can be set only before that."""
-        if "torch_xla" in __import__("sys").modules:
+        if "torch_xla" in sys.modules:
             return os.environ.get("XLA_IR_DEBUG") == "1"
         os.environ.setdefault("XLA_IR_DEBUG", "1")
         return os.environ["XLA_IR_DEBUG"] == "1"
