@@ -28,7 +28,7 @@ start=$(date +%s)
 rm -rf "$VENV"
 mkdir -p "$(dirname "$VENV")"
 "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q --upgrade pip 2> >(grep -v "^WARNING: Location" >&2)
 # (grep: this machine's pip config names local indexes that lack these; its warnings are noise)
 "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" "torch-xla==$TORCH_XLA_VERSION" \
     2> >(grep -v "^WARNING: Location" >&2)
