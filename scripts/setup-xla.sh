@@ -36,9 +36,8 @@ mkdir -p "$(dirname "$VENV")"
 PJRT_DEVICE=CPU "$VENV/bin/python" - <<'PY'
 import torch
 import torch_xla
-import torch_xla.core.xla_model as xm
 
-t = torch.ones(3, device=xm.xla_device()) * 2
+t = torch.ones(3, device=torch_xla.device()) * 2
 torch_xla.sync()
 assert t.cpu().tolist() == [2.0, 2.0, 2.0]
 print(f"setup-xla: torch {torch.__version__}, torch_xla {torch_xla.__version__} run on PJRT CPU")
