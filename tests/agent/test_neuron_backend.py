@@ -144,14 +144,6 @@ def test_placeholder_package_is_named_as_such(root, tmp_path):
     assert "pip uninstall torch-neuronx" in error["message"]
 
 
-def test_xla_based_package_is_named_as_such(root, tmp_path):
-    message = run_agent(root, "xla", tmp_path / "calls.jsonl")
-    error = message["error"]
-    assert error["kind"] == "environment"
-    assert "older XLA-based package" in error["message"]
-    assert "2.1.2.2.20.0" in error["message"]
-
-
 def test_auto_skips_a_placeholder_and_says_why(root, tmp_path):
     message = run_agent(root, "placeholder", tmp_path / "calls.jsonl", backend="auto")
     result = message["result"]

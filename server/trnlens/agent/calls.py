@@ -110,10 +110,13 @@ def choose_mode(
 
 
 @contextmanager
-def mode_context(torch: Any, mode: str) -> Iterator[None]:
+def mode_context(torch: Any, mode: str, inference_mode: bool = True) -> Iterator[None]:
+    """Inference runs under ``torch.inference_mode()``, or ``no_grad()`` where the backend's
+    tensors cannot be inference tensors (``Backend.inference_mode``: XLA's views fail with
+    "Cannot set version_counter for inference tensor")."""
     with ExitStack() as stack:
         if mode == "inference":
-            stack.enter_context(torch.inference_mode())
+            stack.enter_context(torch.inference_mode() if inference_mode else torch.no_grad())
         else:
             stack.enter_context(torch.enable_grad())
         yield

@@ -215,7 +215,8 @@ class Measurer:
         self.progress("measuring", f"{s.steps} profiled steps", 0, s.steps)
         self._phase("measuring")
         shapes_later = s.lines and not compiled  # the lines pass records them
-        events, wall = self._profiled(step, out_dir, record_shapes=not shapes_later)
+        record_shapes = not shapes_later and self.backend.profile_shapes
+        events, wall = self._profiled(step, out_dir, record_shapes=record_shapes)
         steps = max(len(ev.step_events(events)), 1)
         m.profiled_timing = stability.profiled_summary(wall, self.profiled_faults)
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0

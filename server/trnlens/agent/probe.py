@@ -7,6 +7,7 @@ reports each problem as a sentence instead of raising.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import platform
 import shutil
@@ -23,6 +24,7 @@ def probe() -> dict:
         "executable": sys.executable,
         "torch": None,
         "torch_neuronx": None,
+        "torch_xla": _version("torch_xla"),  # the XLA stack (--backend xla), read without import
         "cuda_devices": 0,
         "neuron_cores": None,
         "neuron_explorer": None,
@@ -40,15 +42,24 @@ def probe() -> dict:
     except Exception as exc:
         report["problems"].append(f"cuda query failed: {exc}")
     if importlib.util.find_spec("torch_neuronx") is not None:
-        try:
-            from .backends.neuron import NeuronBackend
+        from .backends.neuron import NeuronBackend, XlaBasedNeuron
 
+        try:
             backend = NeuronBackend(torch, {}, ".")
             report["torch_neuronx"] = backend.versions()["torch_neuronx"]
             count = getattr(backend.neuron, "device_count", None)
             report["neuron_cores"] = count() if callable(count) else None
-        except Exception as exc:  # AgentError with the placeholder/XLA messages, or worse
+        except XlaBasedNeuron as exc:  # torch-neuronx 2.x: profiled on its XLA stack
+            report["torch_neuronx"] = getattr(exc.module, "__version__", "unknown") + " (XLA-based)"
+        except Exception as exc:  # AgentError with the placeholder message, or worse
             report["problems"].append(getattr(exc, "message", str(exc)))
     explorer = shutil.which("neuron-explorer") or (EXPLORER if os.path.exists(EXPLORER) else None)
     report["neuron_explorer"] = explorer
     return report
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution.replace("_", "-"))
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -44,8 +44,10 @@ SCHEMA_VERSION = 4
 # its module swaps (agent/swaps.py).
 # 3: optional multi-rank fields (world_size, ranks, slowest_rank, rank_spread, collectives,
 #    stragglers, alignment, rank_timelines, dist_backend, nproc_per_node); error.rank.
-# 4 (issue 32): optional backward parts of lines, frames and modules (backward at its forward:
-#    agent/backward/).
+# 4 (issues 31, 32, 34): optional backward parts of lines, frames and modules (backward at its
+#    forward: agent/backward/); backend "xla" and an optional xla section (graphs, compilations,
+#    recompiles with their cause and line, transfers, CPU fallbacks and forced executions at their
+#    lines, IR nodes per line), versions.torch_xla / pjrt_device; a notebook's cells.
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 AGENT_VERSION = "0.1.0"
 
@@ -54,7 +56,7 @@ AGENT_VERSION = "0.1.0"
 RUN_DEFAULTS: dict[str, Any] = {
     "backend": "auto", "warmup": 3, "steps": 5, "repeats": 20, "mode": "auto",
 }  # fmt: skip
-BACKENDS = ("auto", "cpu", "cuda", "neuron")
+BACKENDS = ("auto", "cpu", "cuda", "neuron", "xla")
 # auto: as-written when the function is a training step (steps.py), else inference.
 MODES = ("auto", "inference", "training", "as-written")
 

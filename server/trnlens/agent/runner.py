@@ -36,6 +36,7 @@ from .notebook.live import Live, LiveProject
 from .protocol import Progress
 from .reloader import Reloader
 from .resultdict import base_result, machine_load_warning, new_run_id, record
+from .xla.summary import xla_section
 
 PROCESS_RELOADER = Reloader()
 
@@ -350,8 +351,24 @@ class Runner:
             compile_log = CompileLog(torch, project.is_project_file, project.relpath,
                                      settings.warmup).start()  # fmt: skip
             measured_step = compile_log.wrap(step)
+        recorder = None
+        if backend.name == "xla":  # every call synchronised and counted (agent/xla/)
+            from .xla.recorder import Recorder
+
+            recorder = Recorder(torch, backend, settings.warmup, project)
+            measured_step = recorder.wrap(measured_step)
+            if settings.lines:
+                # The lines pass's mode keeps intermediate tensors alive, which become graph
+                # outputs: a new graph, a recompilation (minutes on Neuron) that the step itself
+                # never makes. Per-line figures come from the XLA sites step instead.
+                settings.lines = False
+                result["warnings"].append(
+                    "xla: per-line figures are IR nodes and graphs (the xla section), not times: "
+                    "the line-timing pass would change the graph and recompile it"
+                )
         mode = v.mode
-        measurer = Measurer(torch, backend, lambda: calls.mode_context(torch, mode), settings,
+        context = lambda: calls.mode_context(torch, mode, backend.inference_mode)  # noqa: E731
+        measurer = Measurer(torch, backend, context, settings,
                             self.progress, self.cancelled, named_modules=v.reachable,
                             compile_log=compile_log, lockstep=self.lockstep)  # fmt: skip
         if v.mode == "training":  # the backward it adds counts on the def line (events.py)
@@ -388,6 +405,9 @@ class Runner:
             if compiled or found["compiled_in_run"]:
                 found["scope"] = "function" if compiled else "callee"
                 result["compile"] = found
+        if recorder is not None:
+            self.progress("measuring", "XLA: fallbacks and forced executions, line by line")
+            result["xla"] = xla_section(recorder, step, project, context)
         self._record(v, m, project)
         result["_output"] = kept.get("output")
         if settings.defer_timing:
@@ -428,7 +448,7 @@ class Runner:
                                        {"variant": label}, backend, self.progress)  # fmt: skip
             step = calls.make_step(call, again, mode, torch, project, v.where)
             calls.reseed(torch)
-            with calls.mode_context(torch, mode):
+            with calls.mode_context(torch, mode, backend.inference_mode):
                 return calls.cpu_copy(step(), torch)
 
         return replay

@@ -22,6 +22,8 @@ class ModuleInfo:
     torch: frozenset[str] = DEFAULT_TORCH  # aliases bound to the torch module
     functional: frozenset[str] = DEFAULT_FUNCTIONAL  # aliases bound to torch.nn.functional
     imports_torch: bool = False
+    # The module uses torch-xla (imports torch_xla, torch_neuronx or optimum.neuron): rules/xla.py.
+    imports_xla: bool = False
     # ``self`` attributes the module only ever assigns host tensors (see rules.placement).
     host_attrs: frozenset[str] = frozenset()
     host_setters: frozenset[tuple[str, str]] = frozenset()  # (method, attribute) it moves to host
@@ -34,7 +36,11 @@ class ModuleInfo:
 def module_info(body: list[ast.stmt]) -> ModuleInfo:
     torch_names: set[str] = set()
     functional: set[str] = set()
+    xla = False
     for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            xla = xla or any(n and n.startswith(_XLA_PACKAGES) for n in names)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "torch" or (alias.name.startswith("torch.") and not alias.asname):
@@ -49,7 +55,11 @@ def module_info(body: list[ast.stmt]) -> ModuleInfo:
         torch=frozenset(torch_names) or DEFAULT_TORCH,
         functional=frozenset(functional) | DEFAULT_FUNCTIONAL,
         imports_torch=bool(torch_names or functional),
+        imports_xla=xla,
     )
+
+
+_XLA_PACKAGES = ("torch_xla", "torch_neuronx", "optimum.neuron")
 
 
 @dataclass(frozen=True)

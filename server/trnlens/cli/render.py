@@ -16,6 +16,7 @@ from trnlens.cli.render_findings import (
     mode_lines,
 )
 from trnlens.cli.render_ranks import ranks_lines
+from trnlens.cli.render_xla import comparison_xla_lines, xla_lines
 from trnlens.headline import headline as run_headline
 from trnlens.results import Result
 
@@ -93,7 +94,13 @@ def render_result(
             out.append(e["traceback"].rstrip())
         out.extend(f"warning: {w}" for w in data.get("warnings", []))
         return "\n".join(out)
-    if r.time_basis == "cpu":
+    if data.get("backend") == "xla":
+        out.append(
+            "time basis: host (xla: the profiler sees the host trace the lazy ops, then each "
+            "step's sync compile and execute the graph; the XLA section has the device's "
+            "execute time)"
+        )
+    elif r.time_basis == "cpu":
         out.append(
             "time basis: CPU (the cpu backend runs ops on the host; no accelerator time is claimed)"
         )
@@ -175,6 +182,7 @@ def render_result(
     out.extend(modules_lines(data, table, modules))
     out.extend(library_lines(data, table))
     out.extend(compile_lines(data))
+    out.extend(xla_lines(data, table, fmt_bytes))
     out.extend(findings_lines(data, table))
     out.extend(library_findings_lines(data))
     for warning in dict.fromkeys(data.get("warnings", [])):  # each once
@@ -226,6 +234,7 @@ def render_comparison(data: dict) -> str:
     if data.get("speedup_method") == "rounds":
         out.append(speed.METHOD)
     out.extend(comparison_lines(data))  # what torch.compile did in the compiled variants
+    out.extend(comparison_xla_lines(data, table))  # graphs and IR nodes per variant on XLA
     shared = [*(data.get("warnings") or []), *([not_comparable] if not_comparable else [])]
     out.extend(f"warning: {w}" for w in speed.variant_warnings(variants, shared))
     return "\n".join(out)

@@ -72,6 +72,7 @@ def _describe(name: str, target, report: dict) -> str:
     lines.append(f"  python          {report.get('python')}  {report.get('executable')}")
     lines.append(f"  torch           {report.get('torch') or 'MISSING'}")
     lines.append(f"  torch_neuronx   {report.get('torch_neuronx') or '-'}")
+    lines.append(f"  torch_xla       {report.get('torch_xla') or '-'}")
     lines.append(f"  cuda devices    {report.get('cuda_devices')}")
     cores = report.get("neuron_cores")
     visible = report.get("visible_cores")

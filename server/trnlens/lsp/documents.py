@@ -252,6 +252,7 @@ class ProfiledDocument:
         error_line = error["line"] - 1 if here else None
         measured = set(lines) | ({error_line} if error_line is not None else set())
         measured |= compiled_lines(result, self.relpath)  # graph breaks (lsp/compiled.py)
+        measured |= xla_lines(result, self.relpath)  # an XLA run's lines (lsp/xla_figures.py)
         measured |= {  # measured findings' lines follow edits like the figures' lines
             f["line"] - 1
             for f in result.data.get("findings") or []
@@ -374,4 +375,19 @@ def compiled_lines(result: Result, relpath: str) -> set[int]:
         b["line"] - 1
         for b in data.get("breaks") or []
         if b.get("path") == relpath and isinstance(b.get("line"), int) and b["line"] >= 1
+    }
+
+
+def xla_lines(result: Result, relpath: str) -> set[int]:
+    """0-based lines of this file that an XLA run's section names (lsp/xla_figures.py):
+    anchored, so that its hints and diagnostics follow edits."""
+    x = result.data.get("xla")
+    if not isinstance(x, dict):
+        return set()
+    rows = [*x.get("lines", []), *x.get("fallbacks", []), *x.get("forced", []),
+            *x.get("recompiles", [])]  # fmt: skip
+    return {
+        r["line"] - 1
+        for r in rows
+        if r.get("path") == relpath and isinstance(r.get("line"), int) and r["line"] >= 1
     }

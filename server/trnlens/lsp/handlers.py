@@ -18,6 +18,7 @@ from trnlens.lsp import (
     missing_inputs,
     rank_hints,
     run_findings,
+    xla_figures,
 )
 from trnlens.lsp import report as run_report
 from trnlens.lsp.errors import guarded
@@ -72,6 +73,7 @@ async def inlay_hint(app: Services, params: types.InlayHintParams) -> list[types
     if doc is None or not ctx.settings_for(doc.root).hints_enabled:
         return []
     found = hints.inlay_hints(doc, params.range) + rank_hints.inlay_hints(doc, params.range)
+    found += xla_figures.inlay_hints(doc, params.range)
     found += library.inlay_hints(doc, ctx.documents.values(), params.range)
     return sorted(found, key=lambda h: h.position.line)
 

@@ -14,7 +14,7 @@ from lsprotocol import types
 
 from trnlens import speedup
 from trnlens.agent import stability
-from trnlens.lsp import compiled, format, library, markdown, rank_hints, run_findings
+from trnlens.lsp import compiled, format, library, markdown, rank_hints, run_findings, xla_figures
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
@@ -224,6 +224,7 @@ def _function_table(placement: Placement, pad: bool = False) -> str:
         rows.append(f"_and {format.count(len(nested), 'op')} they called inside (in the report)_")
     rows.extend(compiled.hover_lines(result))  # a compiled run's graphs
     rows.extend(rank_hints.hover_lines(result))  # a multi-rank run's ranks
+    rows.extend(xla_figures.hover_lines(result))  # an XLA run's graphs and compilations
     return "\n".join(rows)
 
 

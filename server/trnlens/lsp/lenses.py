@@ -21,7 +21,7 @@ from typing import Any
 from lsprotocol import types
 
 from trnlens import rankfigures
-from trnlens.lsp import compiled, format, missing_inputs, run_findings
+from trnlens.lsp import compiled, format, missing_inputs, run_findings, xla_figures
 from trnlens.lsp.command_ids import CANCEL, PROFILE
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.placement import wants_lens
@@ -197,6 +197,9 @@ def _title(
         compile_text = compiled.lens_text(result)  # compile time and graphs of a compiled run
         if compile_text:
             parts.append(compile_text)
+        xla_text = xla_figures.lens_text(result)  # 1 graph/step · recompiled 3x (shape, :18)
+        if xla_text:
+            parts.append(xla_text)
         parts.extend(filter(None, [run_findings.lens_label(result)]))  # Neuron: MFU 31%
         label = history(doc, result) if history is not None else None
         if label:

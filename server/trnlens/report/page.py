@@ -13,7 +13,7 @@ from importlib import resources
 
 from trnlens import speedup, units
 from trnlens.headline import headline as run_headline
-from trnlens.report import escape, icicle, ranks, svg
+from trnlens.report import escape, icicle, ranks, svg, xla
 from trnlens.report.views import ReportModel, RunView, relative
 from trnlens.results import Result
 from trnlens.units import duration
@@ -44,6 +44,7 @@ def render(model: ReportModel, generated_at: str) -> str:
     ]
     for view in model.runs:
         prefix = f"{view.label}: " if model.comparison else ""
+        body.append(xla.section(view.result, prefix))  # an XLA run's lanes (report/xla.py)
         body.append(_lines_section(view, prefix))
     for view in model.runs:  # the module tree and library lines, where the run has them
         body.append(icicle.section(view.result, f"{view.label}: " if model.comparison else ""))

@@ -12,6 +12,11 @@ class Backend:
         None  # torch.compile backend for the compiled variant (None: default)
     )
 
+    # Inference under torch.inference_mode() (else no_grad()); torch.profiler's record_shapes
+    # where a pass asks for it (it keeps tensors alive, which an XLA graph would output).
+    inference_mode = True
+    profile_shapes = True
+
     def __init__(self, torch, options: dict):
         self.torch = torch
         self.options = options

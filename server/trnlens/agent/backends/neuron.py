@@ -34,9 +34,15 @@ def _import_torch_neuronx():
         return importlib.import_module("torch_neuronx")
     except ModuleNotFoundError as exc:
         if exc.name == "torch_neuronx":
+            xla = importlib.util.find_spec("torch_xla") is not None
             raise errors.environment(
                 f"the neuron backend needs torch_neuronx, which is not installed for this "
                 f"interpreter: {INSTALL}"
+                + (
+                    "; torch_xla is installed here: --backend xla profiles its PJRT device"
+                    if xla
+                    else ""
+                )
             ) from None
         raise errors.environment(f"import torch_neuronx failed: {exc}") from None
     except Exception as exc:  # the PyPI placeholder raises on import
@@ -59,6 +65,21 @@ def _is_xla_based(module) -> bool:
     )
 
 
+class XlaBasedNeuron(errors.AgentError):
+    """The installed torch-neuronx is the XLA-based package (before Neuron 2.33, what
+    optimum-neuron pins): no native 'neuron' device, no torch_neuronx.profiling. backends.select
+    answers it with the xla backend."""
+
+    def __init__(self, module, version: str):
+        super().__init__(
+            "environment",
+            f"torch-neuronx {version} here is the older XLA-based package (before Neuron 2.33), "
+            "which has no native 'neuron' device or torch_neuronx.profiling: use --backend xla "
+            f"(PJRT_DEVICE=NEURON), or for TorchNeuron: {INSTALL}",
+        )
+        self.module = module
+
+
 class NeuronBackend(Backend):
     name = "neuron"
     time_basis = "device"
@@ -72,11 +93,8 @@ class NeuronBackend(Backend):
         except ImportError:
             version = getattr(self.module, "__version__", "unknown")
             if _is_xla_based(self.module):
-                raise errors.environment(
-                    f"torch-neuronx {version} here is the older XLA-based package (before Neuron "
-                    f"2.33), which has no native 'neuron' device or torch_neuronx.profiling; "
-                    f"trnlens needs TorchNeuron: {INSTALL}"
-                ) from None
+                # Not an error: backends.select profiles it on its XLA stack (backends/xla.py).
+                raise XlaBasedNeuron(self.module, version) from None
             raise errors.environment(
                 f"torch-neuronx {version} has no torch_neuronx.profiling module: {INSTALL}"
             ) from None

@@ -11,6 +11,7 @@ from trnlens.analysis.rules.logsoftmax import LogSoftmaxRule
 from trnlens.analysis.rules.rmsnorm import RMSNormRule
 from trnlens.analysis.rules.softmax import SoftmaxRule
 from trnlens.analysis.rules.sync import SYNC_RULES
+from trnlens.analysis.rules.xla import XLA_RULES
 
 ALL_RULES: tuple[Rule, ...] = (
     RMSNormRule(),
@@ -22,6 +23,7 @@ ALL_RULES: tuple[Rule, ...] = (
     LogSoftmaxRule(),
     *SYNC_RULES,
     *GRAPH_BREAK_RULES,
+    *XLA_RULES,
 )
 
 # Not a pattern rule: the engine reports unreadable or unparsable source under this code.

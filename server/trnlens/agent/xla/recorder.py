@@ -1,0 +1,106 @@
+"""Every call of the step on an XLA device, synchronised and counted.
+
+``wrap(step)`` returns the step the passes run: the call, then ``torch_xla.sync()`` and
+``wait_device_ops()`` (the step's pending graph compiled or found in the cache, and executed),
+with a metrics snapshot before and after: the call's graphs, compilations, transfers, fallbacks
+and host reads. Phases as compilelog.py's: the first call, the rest of the warm-up, and the
+measured window (every later call).
+
+The cause of a recompilation needs the graphs' IR, which is gone once synced: the IR text of
+the step's outputs is read before the sync during warm-up (not timed) and, in the window, only
+in the call after one that compiled (the next graph of a step that recompiles every call, or the
+graph that a one-off recompilation made, now cached). So a steady window reads no IR at all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors
+from . import irtext
+from .metrics import Metrics, Snapshot
+
+PHASES = ("first_call", "warmup", "measured")
+
+
+@dataclass
+class Call:
+    index: int
+    phase: str
+    delta: Snapshot
+    ir: list[irtext.Node] | None  # the outputs' graph, when it was read before the sync
+
+
+class Recorder:
+    def __init__(self, torch, backend, warmup: int, project):
+        met = importlib.import_module("torch_xla.debug.metrics")  # untyped, imported lazily
+        self.torch = torch
+        self.project = project
+        self.backend = backend
+        self.metrics = Metrics(met)
+        self._text = backend.torch_xla._XLAC._get_xla_tensors_text
+        self.warmup = max(warmup, 1)
+        self.calls: list[Call] = []
+        self.overhead_s = 0.0  # snapshots and IR reads: trnlens's cost, not the step's
+
+    def wrap(self, step: Callable[[], Any]) -> Callable[[], Any]:
+        def recorded():
+            began = time.perf_counter()
+            index = len(self.calls)
+            phase = _phase(index, self.warmup)
+            before = self.metrics.snapshot()
+            spent = time.perf_counter() - began
+            out = step()
+            began = time.perf_counter()
+            ir = None
+            if phase != "measured" or (self.calls and self.calls[-1].delta.uncached):
+                ir = irtext.parse(self.ir_text(out))
+            spent += time.perf_counter() - began
+            self.sync(out, ir)
+            began = time.perf_counter()
+            self.calls.append(Call(index, phase, self.metrics.snapshot().minus(before), ir))
+            self.overhead_s += spent + time.perf_counter() - began
+            return out
+
+        return recorded
+
+    def sync(self, out: Any, ir: list[irtext.Node] | None) -> None:
+        """The step's sync; a graph that fails to compile or execute is the user's code failing,
+        reported at the project line that made the graph's last node (the traceback of a sync
+        has no user frame)."""
+        try:
+            self.backend.sync()
+        except Exception as exc:
+            nodes = ir if ir is not None else irtext.parse(self.ir_text(out))
+            sources = irtext.Sources(self.project.is_project_file, self.project.relpath)
+            site = next((s for s in map(sources.resolve, reversed(nodes)) if s), None)
+            failure = errors.from_user_code(exc, self.project.is_project_file, self.project.relpath)
+            failure.message += " (while compiling or executing the step's XLA graph at its sync"
+            if site is not None:
+                failure.path, failure.line = site
+                failure.message += f"; the graph's last op was made at {site[0]}:{site[1]}"
+            raise failure from None
+
+    def ir_text(self, out: Any) -> str:
+        xla = [t for t in _tensors(out, self.torch) if t.device.type == "xla"]
+        return self._text(xla) if xla else ""
+
+
+def _phase(index: int, warmup: int) -> str:
+    if index == 0:
+        return "first_call"
+    return "warmup" if index < warmup else "measured"
+
+
+def _tensors(value: Any, torch) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item, torch)]
+    return []

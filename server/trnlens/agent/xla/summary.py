@@ -1,0 +1,137 @@
+"""The result's ``xla`` section: what the recorder counted per call and what the sites step
+found, as per-step figures, recompilations with their cause and line, and one verdict.
+
+Per-step figures are medians over the measured window (every call after warm-up: the profiled
+steps, the lines pass and the timing pass, all synchronised alike); compilations are totals
+there. A compilation in the first call is the step's first; any later one is a recompilation,
+in warm-up or (the classic slowdown) in the window, and is said loudly.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from . import irtext
+from .recorder import Call
+from .sites import Sites
+from .sites import attribute as sites_step
+
+
+def xla_section(recorder, step, project, context) -> dict[str, Any]:
+    """The section for a run whose calls ``recorder`` counted: the sites step first (one more
+    call of ``step`` under the dispatch mode, sites.py), then the figures."""
+    found = sites_step(step, recorder, project, context)
+    sources = irtext.Sources(project.is_project_file, project.relpath)
+    return section(recorder, found, sources, recorder.backend)
+
+
+def section(recorder, sites: Sites | None, sources: irtext.Sources, backend) -> dict[str, Any]:
+    calls: list[Call] = recorder.calls
+    window = [c for c in calls if c.phase == "measured"]
+    warm = [c for c in calls if c.phase != "measured"]
+
+    def median(values: list[float]) -> float:
+        return statistics.median(values) if values else 0.0
+
+    per_step = {
+        "graphs": median([c.delta.executions for c in window]),
+        "compiles": median([c.delta.compiles for c in window]),
+        "cache_hits": median([c.delta.cached for c in window]),
+        "compile_us": median([c.delta.compile_ns / 1e3 for c in window]),
+        "execute_us": median([c.delta.execute_ns / 1e3 for c in window]),
+        "to_device": _transfer(window, "to_device"),
+        "from_device": _transfer(window, "from_device"),
+        "host_reads": median([c.delta.host_reads for c in window]),
+        "fallback_ops": median([sum(c.delta.fallbacks.values()) for c in window]),
+    }
+    recompiles = _recompiles(calls, sources)
+    in_window = sum(c.delta.compiles for c in window)
+    every = bool(window) and all(c.delta.compiles for c in window)
+    out: dict[str, Any] = {
+        "pjrt_device": backend.versions().get("pjrt_device"),
+        "ir_debug": backend.ir_debug,
+        "window_steps": len(window),
+        "per_step": per_step,
+        "compiles_in_window": in_window,
+        "recompiles_every_step": every,
+        "first_call": {
+            "graphs": calls[0].delta.executions if calls else 0,
+            "compiles": calls[0].delta.compiles if calls else 0,
+            "compile_us": calls[0].delta.compile_ns / 1e3 if calls else 0.0,
+        },
+        "warmup_compiles": sum(c.delta.compiles for c in warm[1:]),
+        "recompiles": recompiles,
+        "fallbacks": sites.fallbacks if sites else [],
+        "forced": sites.forced if sites else [],
+        "lines": sites.lines if sites else [],
+        "ir_nodes_elsewhere": sites.ir_nodes_elsewhere if sites else 0,
+        "collection_us": recorder.overhead_s * 1e6,
+    }
+    out["message"] = verdict(out)
+    return out
+
+
+def _transfer(window: list[Call], kind: str) -> dict:
+    def median(values):
+        return statistics.median(values) if values else 0.0
+
+    return {
+        "count": median([getattr(c.delta, kind) for c in window]),
+        "bytes": median([getattr(c.delta, f"{kind}_bytes") for c in window]),
+        "us": median([getattr(c.delta, f"{kind}_ns") / 1e3 for c in window]),
+    }
+
+
+def _recompiles(calls: list[Call], sources: irtext.Sources) -> list[dict]:
+    """Every call after the first that compiled, grouped by phase and cause."""
+    groups: dict[tuple, dict] = {}
+    for k, call in enumerate(calls):
+        if k == 0 or not call.delta.compiles:
+            continue
+        before = next((c.ir for c in reversed(calls[:k]) if c.ir is not None), None)
+        after = call.ir if call.ir is not None else (
+            calls[k + 1].ir if k + 1 < len(calls) else None
+        )  # fmt: skip
+        if before is not None and after is not None:
+            found = irtext.cause(before, after, sources)
+        else:
+            found = {"kind": "unknown", "detail": "the graphs' IR was not read", "path": None,
+                     "line": None, "location": None}  # fmt: skip
+        phase = "measured" if call.phase == "measured" else "warmup"
+        key = (phase, found["kind"], found["path"], found["line"], found["location"])
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = {"phase": phase, **found, "count": 0, "calls": []}
+        group["count"] += call.delta.compiles
+        group["calls"].append(call.index)
+        group["compile_us"] = group.get("compile_us", 0.0) + call.delta.compile_ns / 1e3
+    return list(groups.values())
+
+
+def verdict(x: dict) -> str:
+    """One sentence on the step's graphs, said loudly when it recompiles."""
+    parts = [f"{_fmt(x['per_step']['graphs'])} graph(s)/step"]
+    if x["recompiles_every_step"]:
+        where = next((r for r in x["recompiles"] if r["phase"] == "measured"), None)
+        at = f" ({where['detail']}, {where['path']}:{where['line']})" if where and where[
+            "path"] else ""  # fmt: skip
+        parts.append(f"RECOMPILES EVERY STEP{at}: {x['compiles_in_window']} compilations in "
+                     f"{x['window_steps']} measured steps")  # fmt: skip
+    elif x["compiles_in_window"]:
+        parts.append(f"{x['compiles_in_window']} compilation(s) in the measured window")
+    else:
+        parts.append("no compilation in the measured window")
+    if x["fallbacks"]:
+        ops = sorted({f["op"] for f in x["fallbacks"]})
+        parts.append(f"CPU fallback: {', '.join(ops)}")
+    forced = [f for f in x["forced"] if f["path"]]
+    if forced:
+        parts.append(
+            "forced executions at " + ", ".join(f"{f['path']}:{f['line']}" for f in forced[:3])
+        )
+    return " · ".join(parts)
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"

@@ -1,0 +1,103 @@
+"""The ``xla`` part of a result for the terminal: graphs, compilations and their causes,
+transfers, CPU fallbacks and forced executions at their lines, IR nodes per line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trnlens import units
+
+Table = Callable[[list[str], list[list[str]], set[int]], list[str]]
+
+
+def _n(value: float | None) -> str:
+    value = value or 0
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+def _at(row: dict) -> str:
+    return f"{row['path']}:{row['line']}" if row.get("path") else "(no project line)"
+
+
+def xla_lines(data: dict, table: Table, size: Callable[[float | None], str]) -> list[str]:
+    x = data.get("xla")
+    if not x:
+        return []
+    step = x["per_step"]
+    out = ["", f"XLA (PJRT {x.get('pjrt_device') or '?'}): {x['message']}"]
+    to, back = step["to_device"], step["from_device"]
+    out.append(
+        f"  per step (median of {x['window_steps']} measured steps): {_n(step['graphs'])} graphs "
+        f"executed · {_n(step['compiles'])} compilations · {_n(step['cache_hits'])} cache hits · "
+        f"execute {units.duration(step['execute_us'])} · compile "
+        f"{units.duration(step['compile_us'])}"
+    )
+    out.append(
+        f"  transfers per step: to device {_n(to['count'])} ({size(to['bytes'])}, "
+        f"{units.duration(to['us'])}) · from device {_n(back['count'])} "
+        f"({size(back['bytes'])}, {units.duration(back['us'])}) · host reads "
+        f"{_n(step['host_reads'])} · CPU fallback ops {_n(step['fallback_ops'])}"
+    )
+    first = x["first_call"]
+    out.append(
+        f"  first call: {_n(first['graphs'])} graphs, {_n(first['compiles'])} compilations "
+        f"({units.duration(first['compile_us'])}); warm-up recompilations: "
+        f"{_n(x['warmup_compiles'])}; in the measured window: {_n(x['compiles_in_window'])}"
+    )
+    if x["recompiles"]:
+        rows = [
+            [r["phase"], _n(r["count"]), r["kind"], _at(r), r["detail"][:70]]
+            for r in x["recompiles"]
+        ]
+        out.append("Recompilations (what changed between the graphs, at the line that made it)")
+        out.extend(table(["Phase", "Count", "Cause", "Line", "What changed"], rows, {1}))
+    if x["fallbacks"]:
+        rows = [[f["op"], _n(f["count"]), _at(f)] for f in x["fallbacks"]]
+        out.append("CPU fallbacks (ops with no XLA lowering, run on the host, per step)")
+        out.extend(table(["Op", "Count", "Line"], rows, {1}))
+    if x["forced"]:
+        rows = [[_at(f), f["op"], _n(f["executions"]), f["why"]] for f in x["forced"]]
+        out.append("Forced executions (the graph cut and executed mid-step, per step)")
+        out.extend(table(["Line", "Op", "Executions", "Why"], rows, {2}))
+    if x["lines"]:
+        rows = [
+            [
+                _at(line),
+                _n(line["ir_nodes"]),
+                _n(line["ops"]),
+                ", ".join(str(g) for g in line["graphs"]),
+            ]  # fmt: skip
+            for line in x["lines"]
+        ]
+        out.append(
+            "Lines (IR nodes of the step's last graph made there; ops traced; graph(s) of the "
+            "step they ended in)"
+        )
+        out.extend(table(["Line", "IR nodes", "Ops", "Graph"], rows, {1, 2}))
+        if x.get("ir_nodes_elsewhere"):
+            out.append(f"  {x['ir_nodes_elsewhere']} IR nodes were made in library code")
+    return out
+
+
+def comparison_xla_lines(data: dict, table: Table) -> list[str]:
+    """Each variant's graphs and IR nodes per step, in a comparison run on XLA."""
+    variants = data.get("variants") or []
+    if not any(v.get("xla") for v in variants):
+        return []
+    rows = []
+    for v in variants:
+        x = v.get("xla")
+        label = v["variant"]["label"]
+        if not x:
+            rows.append([label, "-", "-", "-", "-", "-"])
+            continue
+        nodes = sum(line["ir_nodes"] for line in x["lines"]) + x.get("ir_nodes_elsewhere", 0)
+        rows.append([
+            label, _n(x["per_step"]["graphs"]), _n(x["compiles_in_window"]), _n(nodes),
+            _n(len(x["fallbacks"])), _n(len(x["forced"])),
+        ])  # fmt: skip
+    headers = ["Variant", "Graphs/step", "Compiles (window)", "IR nodes", "Fallbacks", "Forced"]
+    out = ["", "XLA (IR nodes: the step's last graph read before its sync; a graph the dynamo "
+           "backend runs from its own cache reads as device data, 0 nodes)"]  # fmt: skip
+    out.extend(table(headers, rows, {1, 2, 3, 4, 5}))
+    return out

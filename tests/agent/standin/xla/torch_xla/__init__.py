@@ -1,1 +1,0 @@
-"""STAND-IN for torch_xla, which the older torch-neuronx depends on."""

@@ -1,0 +1,73 @@
+"""`trnlens profile --backend xla --python <the torch-xla venv>` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import jsonschema
+from trnlens.cli.render import render_comparison
+from trnlens.results import schema
+
+from tests.cli.conftest import trnlens
+from tests.xla.conftest import REPO
+from tests.xla.test_xla_agent import FIXTURE
+
+FAST = ("--warmup", "2", "--steps", "3", "--repeats", "3")
+
+
+def test_cli_says_the_step_recompiles_every_step_at_its_line(xla_python, tmp_path, monkeypatch):
+    shutil.copy(FIXTURE, tmp_path / "steps.py")
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # torch 2.8's torch.distributed.nn makes a temporary directory at import that only a clean
+    # interpreter exit removes, and the CLI ends its agent: give it a folder of the test's own.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    done = trnlens("profile", "steps.py::growing", "--backend", "xla", "--python",
+                   str(xla_python), *FAST, cwd=tmp_path, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "xla: xla:0 (PJRT CPU)" in out and "time basis: host" in out
+    assert "XLA (PJRT CPU): 1 graph(s)/step · RECOMPILES EVERY STEP" in out
+    assert "steps.py:21" in out and "Recompilations" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("measured"))
+    assert "shape" in row and "steps.py:21" in row
+    stored = next((tmp_path / ".trnlens" / "artifacts").iterdir()) / "result.json"
+    result = json.loads(stored.read_text())
+    jsonschema.validate(result, schema())
+    assert result["xla"]["recompiles_every_step"] is True
+    # The report's XLA section: lanes (trace, compile, execute, transfer) and the recompilation.
+    page = tmp_path / "report.html"
+    done = trnlens("report", result["run_id"], "--output", str(page), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text("utf-8")
+    assert "XLA: 1 graph(s)/step · RECOMPILES EVERY STEP" in html
+    for lane in ("trace", "compile", "execute", "transfer"):
+        assert f'class="lane-{lane}"' in html
+    assert "recompiled" in html and "steps.py:21" in html
+
+
+def test_compare_on_xla_shows_graphs_and_ir_nodes_per_variant(xla_python, tmp_path, monkeypatch):
+    """Naive RMSNorm vs torch.rms_norm vs compiled (openxla) on the real torch-xla."""
+    shutil.copytree(REPO / "samples", tmp_path / "samples")
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    done = trnlens("compare", "samples/rmsnorm.py::rmsnorm_naive",
+                   "samples/rmsnorm.py::rmsnorm_fused", "--compiled", "--backend", "xla",
+                   "--python", str(xla_python), *FAST, "--format", "json", cwd=tmp_path,
+                   timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    naive, fused, compiled = data["variants"]
+    assert compiled["variant"]["kind"] == "compiled"
+    for v in (naive, fused, compiled):
+        assert v["error"] is None and v["backend"] == "xla"
+        assert v["xla"]["per_step"]["graphs"] == 1 and v["xla"]["compiles_in_window"] == 0
+    nodes = [sum(line["ir_nodes"] for line in v["xla"]["lines"]) for v in (naive, fused)]
+    assert nodes[0] > 0 and nodes[1] > 0  # torch.rms_norm decomposes on XLA: compare them
+    assert all(d is not None and d < 1e-4 for d in data["max_abs_diff"])  # outputs compared
+    text = render_comparison(data)
+    assert "XLA (IR nodes" in text and "Graphs/step" in text

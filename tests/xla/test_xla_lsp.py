@@ -1,0 +1,48 @@
+"""End to end in the editor: a lens click runs the step on the real torch-xla (CPU PJRT) through
+a local target whose interpreter is the xla venv; the lens, hints, diagnostics and hover then
+say what XLA did (the server itself never imports torch or torch_xla: tests/lsp/guard.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.lsp.session import FAST, editor, workspace
+
+FIXTURE = Path(__file__).parent / "fixtures" / "lsp_step.py"
+LENGTH, FALLBACK = 14, 15  # 0-based lines of fixtures/lsp_step.py: the slice, the nonzero
+
+
+async def test_lens_and_hints_after_an_xla_run(xla_python, tmp_path):
+    root = workspace(tmp_path)
+    shutil.copy(FIXTURE, root / "step.py")
+    text = (root / "step.py").read_text("utf-8").splitlines()
+    assert "x[:, :length]" in text[LENGTH] and "nonzero" in text[FALLBACK]
+    (tmp_path / "tmp").mkdir()  # torch 2.8 leaves a temporary folder when its agent is ended
+    env = {"PJRT_DEVICE": "CPU", "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path / "tmp")}
+    options = {
+        **FAST, "warmup": 2, "backend": "xla", "target": "xla",
+        "targets": {"xla": {"kind": "local", "python": str(xla_python), "env": env}},
+    }  # fmt: skip
+    async with editor(root, options) as ed:
+        uri = ed.open("step.py")
+        answer, end = await ed.profile(uri, "step")
+        assert answer["target"] == "xla", answer
+        title = (await ed.lenses(uri))["step"].command.title
+        assert "2 graphs/step" in title, title
+        assert "recompiled" in title and f"(shape, :{LENGTH + 1})" in title, title
+        assert "1 CPU fallback" in title, title
+
+        hints = {h.position.line: h.label for h in await ed.hints(uri)}
+        assert "recompiles every step: shape" in hints[LENGTH], hints
+        assert "IR node" in hints[LENGTH] and "graph" in hints[LENGTH]
+        assert "CPU fallback aten::nonzero" in hints[FALLBACK], hints
+
+        fallbacks = await ed.wait_for(lambda: ed.diagnostics(uri, "xla-fallback"), what="diag")
+        assert fallbacks[0].range.start.line == FALLBACK
+        recompiles = ed.diagnostics(uri, "xla-recompile")
+        assert recompiles and recompiles[0].range.start.line == LENGTH
+        assert "every step" in recompiles[0].message
+
+        hover = await ed.hover(uri, 12, 5)  # the def line
+        assert hover is not None and "**XLA** (PJRT CPU)" in hover.contents.value
