@@ -20,7 +20,8 @@ import sys
 import time
 import traceback
 
-from . import collectives, errors, loader
+from . import errors, loader
+from .collectives import wrapper as collectives
 from .protocol import Profile, Progress, format_message, parse_request
 
 
