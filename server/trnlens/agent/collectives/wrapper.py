@@ -27,11 +27,14 @@ from types import FrameType
 
 LABEL = "trnlens.collective:"
 ISSUER = LABEL + "issuer:"  # a call that may launch collectives from C++ (backward)
-NAMES = (
+NAMES = (  # those this torch lacks are skipped
     "all_reduce",
+    "all_reduce_coalesced",
     "all_gather",
+    "all_gather_coalesced",
     "all_gather_into_tensor",
     "all_gather_object",
+    "all_gather_single",  # FSDP2's all-gather (torch 2.13)
     "all_to_all",
     "all_to_all_single",
     "barrier",
@@ -41,9 +44,12 @@ NAMES = (
     "recv",
     "reduce",
     "reduce_scatter",
+    "reduce_scatter_single",  # FSDP2's reduce-scatter (torch 2.13)
     "reduce_scatter_tensor",
     "scatter",
     "send",
+    "isend",
+    "irecv",
 )
 
 # The collective the process was in when one raised (a timeout, a peer gone): (name, path, line,
@@ -89,7 +95,7 @@ def _wrap(torch, name, fn, is_project_file, relpath):
             return fn(*args, **kwargs)
         path, line = _caller(is_project_file, relpath)
         label = f"{LABEL}{name}@{path}:{line}" if path else f"{LABEL}{name}"
-        if kwargs.get("async_op"):
+        if kwargs.get("async_op") or name in ("isend", "irecv"):
             label += "#async"
         size = _message_bytes(tensor_type, args, kwargs)
         if size:
