@@ -1,6 +1,7 @@
-"""FSDP2 (``fully_shard``) on 2 ranks with gloo on the CPU (torch 2.13's gloo runs both of its
-collectives, which FSDP2 calls as ``all_gather_single`` and ``reduce_scatter_single``): each all-gather and
-reduce-scatter is found with the sharded module it moved, at the line that caused it."""
+"""FSDP2 (``fully_shard``) on 2 ranks with gloo on the CPU. torch 2.13's gloo runs both of its
+collectives (FSDP2 calls them as ``all_gather_single`` and ``reduce_scatter_single``; gloo runs
+the reduce-scatter as an all-reduce, its work event says ``gloo:all_reduce``): each all-gather
+and reduce-scatter is found with the sharded module it moved, at the line that caused it."""
 
 from __future__ import annotations
 
