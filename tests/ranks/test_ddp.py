@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
+from trnlens.results import schema
+
 from tests.agent.conftest import line_of
 from tests.ranks.conftest import profile
 
@@ -38,6 +41,7 @@ def test_ddp_all_reduce_is_found_at_the_backward_line_with_its_buckets_modules(m
     result = profile(root, "step", 2, lines=False)
     seen = json.dumps([result.get("ranks"), result.get("collectives")], indent=1)
     assert result["error"] is None and result["world_size"] == 2, seen
+    jsonschema.Draft202012Validator(schema()).validate(result)  # the documented fields
 
     (row,) = result["collectives"]
     assert row["name"] == "all_reduce" and row["source"] == "ddp", seen

@@ -36,7 +36,7 @@ import threading
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import IO, Any, ClassVar
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # 2: optional compile (graph breaks, recompiles, compile time) and findings (measured patterns).
 # 3 (issue 22): comparison speedup_method/outputs_not_comparable; line/finding time_scale.
 # 3: optional frames, modules, host_syncs, eval_modules, compile.scope (issue 21); and, added by
@@ -44,7 +44,11 @@ SCHEMA_VERSION = 3
 # its module swaps (agent/swaps.py).
 # 3: optional multi-rank fields (world_size, ranks, slowest_rank, rank_spread, collectives,
 #    stragglers, alignment, rank_timelines, dist_backend, nproc_per_node); error.rank.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+# 4 (issue 32, collectives): optional per-rank collective_exposed_per_step_us,
+#    collective_bytes_per_step, collective_bandwidth_gbps; per collective source, bytes_per_step,
+#    modules, buckets, per_rank exposed_per_step_us / bandwidth_gbps; rank_timelines' calls carry
+#    source, bytes, bucket, modules, exposed.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 AGENT_VERSION = "0.1.0"
 
 # What a run does where the request leaves a field out: defined here once, read by the agent, the
