@@ -37,6 +37,9 @@ def test_the_lanes_draw_each_bucket_and_the_work_under_it(ddp_report):
     assert page.count("<title>rank 1 · all_reduce b1 ") == steps
     assert "ddp.module.4, ddp.module.2" in page  # bucket 0's modules, in its tooltip
     assert "<th" in page and ">exposed</th>" in page
+    # the step timeline draws gloo's work too (issue 33: it drew the dispatches only, 0.15 ms
+    # of a 3.96 ms step, and left the all_reduce out)
+    assert page.count('<g class="ev runtime"') >= 2 and "<title>gloo:all_reduce" in page
 
 
 def test_the_ddp_lanes_in_chromium(ddp_report):

@@ -63,6 +63,9 @@ class Settings:
     # (attribution.py); "lines": project lines only (the mode before issue 21, for benchmarks).
     attribution: str = "full"
     attribution_limit: int = 50  # frames and modules kept, the rest summed
+    # Multi-rank: read each collective call from the profile (collectives/); off only to
+    # measure what the reading costs (bench/bench_collectives.py).
+    collectives: bool = True
 
 
 @dataclass
@@ -219,11 +222,15 @@ class Measurer:
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
         if self.lockstep is not None:
+            reading = time.thread_time()  # CPU time: what it costs, however busy the machine
             m.rank_timeline = collective_calls.timeline(
-                events, self.trace_start_ns, ev.is_host,
-                ddp=collective_owners.ddp_buckets(self.torch, self.named_modules),
-                fsdp=collective_owners.fsdp_names(self.named_modules),
+                events if s.collectives else [e for e in events if ev.is_step(e)],
+                self.trace_start_ns, ev.is_host,
+                ddp=collective_owners.ddp_buckets(self.torch, self.named_modules)
+                if s.collectives else None,
+                fsdp=collective_owners.fsdp_names(self.named_modules) if s.collectives else None,
             )  # fmt: skip
+            m.rank_timeline["read_us"] = (time.thread_time() - reading) * 1e6
             if self.backend.time_basis == "device":  # nccl's kernels against compute (CUDA)
                 kernels = [(e.name, e.time_range.start, e.time_range.end)
                            for e in events if not ev.is_host(e)]  # fmt: skip

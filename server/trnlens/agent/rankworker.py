@@ -85,8 +85,9 @@ def _run(request: dict, rank: int, work: str, progress) -> dict:
 
         from .distributed import Lockstep
 
-        collectives.install(torch, project.is_project_file, project.relpath)
         options = request.get("options") or {}
+        if options.get("collectives", True):  # off only to measure its cost
+            collectives.install(torch, project.is_project_file, project.relpath)
         lockstep = Lockstep.start(
             torch, request.get("backend") or "auto", float(options.get("collective_timeout_s", 300))
         )

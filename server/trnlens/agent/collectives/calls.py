@@ -59,28 +59,26 @@ def is_launch(name: str) -> bool:
     )
 
 
-def is_work(event, is_host) -> bool:
-    if is_host(event):
-        return event.name.startswith(WORK)
-    return overlap.is_comm_kernel(event.name)
-
-
 def timeline(events, trace_start_ns: int | None, is_host, ddp=None, fsdp=None) -> dict:
     """This rank's profiled steps and collective calls, in µs from the profiler's start, with
     the start's wall-clock time (``trace_start_unix_us``) to put ranks on one axis.
     ``ddp``: owners.ddp_buckets; ``fsdp``: owners.fsdp_names."""
     ordered = sorted(events, key=lambda e: e.time_range.start)
-    steps = [e for e in ordered if e.name.startswith("ProfilerStep") and is_host(e)]
+    # is_host once per event: reading a profiler event's device type is most of the cost
+    flags = [is_host(e) for e in ordered]
+    host = [e for e, h in zip(ordered, flags, strict=True) if h]
+    steps = [e for e in host if e.name.startswith("ProfilerStep")]
     spans = [[e.time_range.start, e.time_range.end] for e in steps]
     main_threads = {e.thread for e in steps}
-    works = [e for e in ordered if is_work(e, is_host)]
+    device = [e for e, h in zip(ordered, flags, strict=True)
+              if not h and overlap.is_comm_kernel(e.name)]  # fmt: skip
+    works = sorted([e for e in host if e.name.startswith(WORK)] + device,
+                   key=lambda e: e.time_range.start)  # fmt: skip
     taken = [False] * len(works)
     calls: list[dict] = []
     launched: list[dict] = []  # compiled graphs' calls waiting for their wait_tensor
     reducer: dict = {}  # id(backward issuer event) -> DDP all-reduces launched in it so far
-    for event in ordered:
-        if not is_host(event):
-            continue
+    for event in host:
         name = event.name
         if name.startswith(FUNCTIONAL) and name[len(FUNCTIONAL) :].startswith("wait"):
             # The compiled graph blocks here for its oldest launched collective: launch plus
@@ -126,7 +124,7 @@ def timeline(events, trace_start_ns: int | None, is_host, ddp=None, fsdp=None) -
         call["step"] = index
         call["thread"] = event.thread
         calls.append(call)
-    compute = _compute(ordered, main_threads, is_host)
+    compute = _compute(host, main_threads)
     for call in calls:
         call["exposed"] = _exposed(call, compute)
         call.pop("thread", None)
@@ -204,20 +202,28 @@ def _bucket(ddp: list[dict], n: int) -> dict | None:
     return buckets[n] if n < len(buckets) else None
 
 
-def _compute(ordered, main_threads: set, is_host) -> list[tuple[float, float]]:
+def _compute(host, main_threads: set) -> list[tuple[float, float]]:
     """The caller threads' own work: their outermost ops, collectives' launches left out."""
+    covered: dict[int, bool] = {}  # id(event) -> inside an op or a launch (memoised walk up)
+
+    def inside(event) -> bool:
+        parent = event.cpu_parent
+        if parent is None:
+            return False
+        key = id(parent)
+        if key not in covered:
+            name = parent.name
+            covered[key] = name.startswith(_COMPUTE) or is_launch(name) or inside(parent)
+        return covered[key]
+
     spans = []
-    for event in ordered:
-        if not is_host(event) or event.thread not in main_threads:
-            continue
-        name = event.name
-        if not (name.startswith("aten::") or name.startswith("autograd::engine")):
-            continue
-        if any(a.name.startswith(("aten::", "autograd::engine")) or is_launch(a.name)
-               for a in _ancestors(event)):  # fmt: skip
-            continue
-        spans.append((event.time_range.start, event.time_range.end))
+    for event in host:
+        if event.thread in main_threads and event.name.startswith(_COMPUTE) and not inside(event):
+            spans.append((event.time_range.start, event.time_range.end))
     return overlap.merge(spans)
+
+
+_COMPUTE = ("aten::", "autograd::engine")
 
 
 def _exposed(call: dict, compute: list[tuple[float, float]]) -> list[list[float]]:
