@@ -127,3 +127,25 @@ def test_an_unlabelled_launch_keeps_its_c10d_name_and_no_line():
     (call,) = calls.timeline([step, launch], None, is_host)["collectives"]
     assert (call["name"], call["path"], call["source"]) == ("reduce_scatter_tensor", None, "c10d")
     assert (call["start_us"], call["dur_us"]) == (2, 1)  # no work seen: the launch
+
+
+def test_on_cuda_the_reducer_launches_on_autograds_thread_and_kernels_are_the_work():
+    """What an H200 showed (bench/gpu_collectives_check.py): DDP's launch on autograd's device
+    thread, outside the backward() label's thread; nccl's kernel is the work, compute kernels
+    hide it."""
+    step = Event("ProfilerStep#0", 0, 100, thread=1)
+    backward = Event("trnlens.collective:issuer:backward@train.py:30", 5, 95, thread=1,
+                     cpu_parent=step)  # fmt: skip
+    launch = Event("c10d::allreduce_", 20, 22, thread=2)
+    gemm = Event("sm90_xmma_gemm", 21, 40, device_type="DeviceType.CUDA")
+    nccl = Event("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 30, 60, device_type="DeviceType.CUDA")
+    got = calls.timeline([step, backward, launch, gemm, nccl], None, is_host, ddp=DDP)
+    (call,) = got["collectives"]
+    assert (call["path"], call["line"], call["source"], call["bucket"]) == (
+        "train.py",
+        30,
+        "ddp",
+        0,
+    )
+    assert (call["start_us"], call["dur_us"]) == (30, 30)
+    assert call["exposed"] == [[40, 60]]  # the gemm hid 30-40

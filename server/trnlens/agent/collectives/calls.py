@@ -16,14 +16,21 @@ call's line, or the ``backward()`` line for what was launched during backward), 
 A call's time: a blocking Python call's label spans it whole (wait included); any other call's
 time is its work's span (an async call's launch returns at once); a compiled graph's call is its
 launch plus the ``wait_tensor`` that blocks for it. The exposed part of a call is what no compute
-on the caller's threads overlaps (HTA's way, on the CPU's own ops here; on CUDA ``overlap.py``
-reads the kernels): a blocking call is all exposed, DDP's bucket mostly hidden behind backward.
+overlaps (HTA's way): on a device its other kernels, on the CPU the caller's own ops; a blocking
+call is all exposed, DDP's bucket partly hidden behind the rest of backward.
+
+Seen on an H200 (torch 2.11, nccl, one rank): the launch ``c10d::allreduce_`` holds a
+``record_param_comms`` event (collective name, element counts, dtype, process group in the
+chrome trace's arguments, which ``prof.events()`` does not expose), then a host-side
+``nccl:all_reduce`` span of the enqueue; DDP's launches ran on autograd's device thread, not the
+thread that called ``backward()``. One rank runs no nccl kernel (nothing to exchange), so the
+kernel matching itself is untested there.
 """
 
 from __future__ import annotations
 
 from .. import overlap
-from .wrapper import parse_issuer, parse_label
+from .wrapper import ISSUER, parse_issuer, parse_label
 
 LAUNCH = "c10d::"
 FUNCTIONAL = "_c10d_functional::"
@@ -74,6 +81,9 @@ def timeline(events, trace_start_ns: int | None, is_host, ddp=None, fsdp=None) -
               if not h and overlap.is_comm_kernel(e.name)]  # fmt: skip
     works = sorted([e for e in host if e.name.startswith(WORK)] + device,
                    key=lambda e: e.time_range.start)  # fmt: skip
+    # On CUDA, backward runs on autograd's device thread: the backward() label (on the caller's
+    # thread) is then no ancestor of what the reducer launched, only around it in time.
+    issuers = [e for e in host if e.name.startswith(ISSUER)]
     taken = [False] * len(works)
     calls: list[dict] = []
     launched: list[dict] = []  # compiled graphs' calls waiting for their wait_tensor
@@ -96,6 +106,12 @@ def timeline(events, trace_start_ns: int | None, is_host, ddp=None, fsdp=None) -
         call = _describe(event)
         label = call.pop("label_event", None)
         issuer = call.pop("issuer_event", None)
+        if issuer is None and label is None:
+            issuer = next((i for i in issuers if i.time_range.start <= start <= i.time_range.end),
+                          None)  # fmt: skip
+            found = parse_issuer(issuer.name) if issuer is not None else None
+            if found is not None:
+                call.update(path=found["path"], line=found["line"], issuer=found["issuer"])
         if call.get("compiled"):
             # launch ... wait_tensor: the compute between them is not the collective's
             call.update(start_us=start, dur_us=end - start)
@@ -124,7 +140,14 @@ def timeline(events, trace_start_ns: int | None, is_host, ddp=None, fsdp=None) -
         call["step"] = index
         call["thread"] = event.thread
         calls.append(call)
-    compute = _compute(host, main_threads)
+    # The compute a call can hide behind: on a device, its other kernels (HTA's way); on the
+    # CPU, the caller's own ops.
+    kernels = [e for e, h in zip(ordered, flags, strict=True) if not h]
+    if kernels:
+        compute = overlap.merge([(e.time_range.start, e.time_range.end) for e in kernels
+                                 if not overlap.is_comm_kernel(e.name)])  # fmt: skip
+    else:
+        compute = _compute(host, main_threads)
     for call in calls:
         call["exposed"] = _exposed(call, compute)
         call.pop("thread", None)
