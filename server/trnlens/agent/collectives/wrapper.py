@@ -80,9 +80,16 @@ def _is_compiling(torch):
     return getattr(compiler, "is_compiling", None) or (lambda: False)
 
 
+def _is_profiling(torch):
+    """Whether a profiler records now: the labels are for it alone (a label costs a DDP step
+    of 1 ms about 30 µs of CPU; the timing pass, unprofiled, should not pay it)."""
+    return getattr(torch.autograd, "_profiler_enabled", None) or (lambda: True)
+
+
 def _wrap(torch, name, fn, is_project_file, relpath):
     record_function = torch.profiler.record_function
     is_compiling = _is_compiling(torch)
+    is_profiling = _is_profiling(torch)
     tensor_type = torch.Tensor
 
     @functools.wraps(fn)
@@ -94,6 +101,13 @@ def _wrap(torch, name, fn, is_project_file, relpath):
             # step). The collective is then part of the compiled graph, not labelled.
             return fn(*args, **kwargs)
         path, line = _caller(is_project_file, relpath)
+        if not is_profiling():  # nothing records the label: only the failure's site is kept
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            except BaseException:
+                last_failure = (name, path, line, time.perf_counter() - started)
+                raise
         label = f"{LABEL}{name}@{path}:{line}" if path else f"{LABEL}{name}"
         if kwargs.get("async_op") or name in ("isend", "irecv"):
             label += "#async"
@@ -114,10 +128,11 @@ def _wrap(torch, name, fn, is_project_file, relpath):
 def _wrap_issuer(torch, name, fn, is_project_file, relpath):
     record_function = torch.profiler.record_function
     is_compiling = _is_compiling(torch)
+    is_profiling = _is_profiling(torch)
 
     @functools.wraps(fn)
     def issuer(*args, **kwargs):
-        if is_compiling():
+        if is_compiling() or not is_profiling():
             return fn(*args, **kwargs)
         path, line = _caller(is_project_file, relpath)
         if path is None:  # not called from the user's code: nothing to put on a line
