@@ -100,8 +100,8 @@ def main() -> None:
                 f"CPU, request {summary(r, 'wall_s', ' s')}, calls read "
                 f"{statistics.median(s['calls'] for s in r):.0f}"
             )
-        print(f"one label inside a profiled step: {label_cost_us():.2f} µs CPU (the DDP step has 1 "
-              "a step: backward()'s; each Python collective adds 1)")  # fmt: skip
+        print(f"one label inside a profiled step: {label_cost_us():.2f} µs CPU (the DDP step has "
+              "one, backward()'s; each Python collective call adds one)")  # fmt: skip
         for key in ("step_us", "timing_us", "wall_s"):
             on = statistics.median(s[key] for s in runs[True])
             off = statistics.median(s[key] for s in runs[False])
