@@ -79,12 +79,11 @@ def timeline(events, trace_start_ns: int | None, is_host, ddp=None, fsdp=None) -
     main_threads = {e.thread for e in steps}
     device = [e for e, h in zip(ordered, flags, strict=True)
               if not h and overlap.is_comm_kernel(e.name)]  # fmt: skip
-    works = sorted([e for e in host if e.name.startswith(WORK)] + device,
-                   key=lambda e: e.time_range.start)  # fmt: skip
+    works = _Works(sorted([e for e in host if e.name.startswith(WORK)] + device,
+                          key=lambda e: e.time_range.start))  # fmt: skip
     # On CUDA, backward runs on autograd's device thread: the backward() label (on the caller's
     # thread) is then no ancestor of what the reducer launched, only around it in time.
     issuers = [e for e in host if e.name.startswith(ISSUER)]
-    taken = [False] * len(works)
     calls: list[dict] = []
     launched: list[dict] = []  # compiled graphs' calls waiting for their wait_tensor
     reducer: dict = {}  # id(backward issuer event) -> DDP all-reduces launched in it so far
@@ -98,7 +97,7 @@ def timeline(events, trace_start_ns: int | None, is_host, ddp=None, fsdp=None) -
             continue
         if not is_launch(name) or any(is_launch(a.name) for a in _ancestors(event)):
             continue
-        work = _take(works, taken, event.time_range.start)
+        work = works.take(event.time_range.start)
         start, end = event.time_range.start, event.time_range.end
         index = next((i for i, (a, b) in enumerate(spans) if a <= start <= b), None)
         if index is None:
@@ -165,13 +164,23 @@ def _ancestors(event):
         parent = parent.cpu_parent
 
 
-def _take(works, taken, start: float) -> tuple[float, float] | None:
-    """The first work event not yet taken that starts at or after ``start``."""
-    for i, work in enumerate(works):
-        if not taken[i] and work.time_range.start >= start:
-            taken[i] = True
-            return work.time_range.start, work.time_range.end
-    return None
+class _Works:
+    """The backend's work events in start order, each taken by one launch: the first one not yet
+    taken that starts at or after the launch (launches come in order: the scan stays short)."""
+
+    def __init__(self, works: list):
+        self.works = works
+        self.taken = [False] * len(works)
+        self.first = 0  # every work before it is taken
+
+    def take(self, start: float) -> tuple[float, float] | None:
+        while self.first < len(self.works) and self.taken[self.first]:
+            self.first += 1
+        for i in range(self.first, len(self.works)):
+            if not self.taken[i] and self.works[i].time_range.start >= start:
+                self.taken[i] = True
+                return self.works[i].time_range.start, self.works[i].time_range.end
+        return None
 
 
 def _describe(launch) -> dict:
