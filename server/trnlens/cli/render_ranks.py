@@ -92,16 +92,9 @@ def _bandwidth(gbps: float | None) -> str:
 
 
 def _owners(row: dict) -> list[str]:
-    """What a collective moved: DDP's buckets and their modules, FSDP2's sharded modules."""
+    """What a collective moved (DDP's buckets, FSDP2's sharded modules), under the table."""
+    what = rankfigures.moved(row)
+    if what is None:
+        return []
     where = f"{row['name']} at {row['path']}:{row['line']}" if row.get("path") else row["name"]
-    size = row.get("bytes_per_step")
-    moved = f", {units.data_size(size)} per step" if size else ""
-    if row.get("buckets"):
-        buckets = "; ".join(
-            f"bucket {b['index']} ({', '.join(b['modules'])})" for b in row["buckets"]
-        )
-        return [f"  {where}: DDP's reducer{moved}: {buckets}"]
-    if row.get("modules"):
-        who = "FSDP2" if row.get("source") == "fsdp" else "modules"
-        return [f"  {where}: {who}{moved}: {', '.join(row['modules'])}"]
-    return []
+    return [f"  {where}: {what}"]
