@@ -36,3 +36,14 @@ def test_a_collectives_hint_lists_each_ranks_wait_in_rank_order():
     assert rankfigures.collective_hint(RESULT["collectives"][1]) == (
         "all_reduce: wait r0 4.91 ms · r1 0 ns (in it: 5.77 ms, 1.07 ms per step)"
     )
+
+
+def test_what_a_collective_moved_names_ddps_buckets_and_fsdps_modules():
+    buckets = [{"index": 0, "modules": ["m.4", "m.2"]}, {"index": 1, "modules": ["m.0"]}]
+    ddp = {"name": "all_reduce", "bytes_per_step": 1_059_872, "source": "ddp", "buckets": buckets}
+    assert rankfigures.moved(ddp) == (
+        "DDP's reducer, 1.1 MB per step: bucket 0 (m.4, m.2); bucket 1 (m.0)"
+    )
+    fsdp = {"name": "all_gather_single", "source": "fsdp", "modules": ["model.0", "model.2"]}
+    assert rankfigures.moved(fsdp) == "FSDP2: model.0, model.2"
+    assert rankfigures.moved({"name": "all_reduce"}) is None

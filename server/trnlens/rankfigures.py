@@ -40,3 +40,19 @@ def collective_hint(row: dict) -> str:
     waits = " · ".join(f"r{p['rank']} {units.duration(p['wait_per_step_us'])}" for p in per_rank)
     times = ", ".join(units.duration(p["time_per_step_us"]) for p in per_rank)
     return f"{row['name']}: wait {waits} (in it: {times} per step)"
+
+
+def moved(row: dict) -> str | None:
+    """What a collective moved: ``DDP's reducer, 1.1 MB per step: bucket 0 (ddp.module.4,
+    ddp.module.2); bucket 1 (ddp.module.0)``, or FSDP2's sharded modules; None when unknown."""
+    size = row.get("bytes_per_step")
+    amount = f", {units.data_size(size)} per step" if size else ""
+    if row.get("buckets"):
+        buckets = "; ".join(
+            f"bucket {b['index']} ({', '.join(b['modules'])})" for b in row["buckets"]
+        )
+        return f"DDP's reducer{amount}: {buckets}"
+    if row.get("modules"):
+        who = "FSDP2" if row.get("source") == "fsdp" else "modules"
+        return f"{who}{amount}: {', '.join(row['modules'])}"
+    return None

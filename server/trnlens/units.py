@@ -42,3 +42,14 @@ def shapes(input_shapes: list | None, limit: int = 2) -> str:
         calls.append(", ".join(tensors))
     text = " · ".join(c for c in calls if c)
     return text + (" …" if len(input_shapes) > limit else "")
+
+
+def data_size(n: float | None) -> str:
+    """Bytes in decimal units: 512 B, 1.1 MB."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)

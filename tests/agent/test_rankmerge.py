@@ -87,3 +87,37 @@ def test_a_warning_only_another_rank_saw_is_kept_with_its_rank():
         "the machine is busy (load 3.1 on 2 cores)",
         "rank 1: no events recorded",
     ]
+
+
+def test_buckets_in_flight_together_count_once_with_their_exposed_part_bytes_and_modules():
+    """Two DDP buckets per step, in flight together: the time in collectives is their union, the
+    exposed part the union of theirs; bytes and bandwidth add up; the row names the modules."""
+    ranks = []
+    for rank, late in ((0, 0.0), (1, 1_000.0)):
+        r = make_rank(rank, 2_000)
+        calls = []
+        for s, (a, _end) in enumerate(r["rank_timeline"]["steps"]):
+            for bucket, (start, end) in enumerate(((a + 1_000, a + 5_000), (a + 2_000, a + 6_000))):
+                start += late  # rank 1 launches later: rank 0 waits 1 ms in each
+                calls.append({
+                    "name": "all_reduce", "path": "train.py", "line": 21, "step": s,
+                    "source": "ddp", "bucket": bucket, "modules": [f"m.{bucket}"],
+                    "bytes": 4_000_000, "start_us": start, "dur_us": end - start,
+                    "exposed": [[a + 4_000, end]],  # backward's compute hid the rest
+                })  # fmt: skip
+        r["rank_timeline"]["collectives"] = calls
+        ranks.append(r)
+    merged = rankmerge.merge("run", ranks)
+    rows = {r["rank"]: r for r in merged["ranks"]}
+    assert rows[0]["collective_time_per_step_us"] == pytest.approx(5_000)  # 1-6 ms, once
+    assert rows[1]["collective_time_per_step_us"] == pytest.approx(4_000)  # 2-6 ms
+    assert rows[0]["collective_wait_per_step_us"] == pytest.approx(2_000)  # 1-2 and 2-3 ms
+    assert rows[0]["collective_exposed_per_step_us"] == pytest.approx(2_000)  # 4-6 ms
+    assert rows[0]["collective_bytes_per_step"] == 8_000_000
+    # 8 MB over each call's transfer (its time less its wait: 3 ms + 3 ms) = 1.33 GB/s
+    assert rows[0]["collective_bandwidth_gbps"] == pytest.approx(8e6 / 6_000 / 1e3)
+    (row,) = merged["collectives"]
+    assert (row["source"], row["modules"], row["bytes_per_step"]) == ("ddp", ["m.0", "m.1"], 8e6)
+    assert [b["index"] for b in row["buckets"]] == [0, 1]
+    timeline = merged["rank_timelines"][0]["collectives"][0]
+    assert timeline["exposed"][0][0] >= timeline["start_us"]  # moved onto the axis with the call

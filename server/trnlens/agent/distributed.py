@@ -114,6 +114,6 @@ class Lockstep:
 
 
 def _original(dist, name: str):
-    from . import collectives
+    from .collectives import wrapper
 
-    return collectives.originals.get(name) or getattr(dist, name)
+    return wrapper.originals.get(name) or getattr(dist, name)

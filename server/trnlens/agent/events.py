@@ -20,7 +20,7 @@ LINE_LABEL = "trnlens.line:"
 # Around the backward that training mode adds after the call (runner.py): its dispatches count
 # on the profiled function's def line, in a row of their own (``label``), not on no row at all.
 ADDED_BACKWARD_LABEL = LINE_LABEL + "added-backward"
-COLLECTIVE_LABEL = "trnlens.collective:"  # collectives.py: bookkeeping, not work
+COLLECTIVE_LABEL = "trnlens.collective:"  # collectives/wrapper.py: bookkeeping, not work
 MODULE_LABEL = "trnlens.module:"  # around each nn.Module call in the attribution pass
 COMPILED_REGION = "Torch-Compiled Region"
 COMPILED_GRAPH = "## Call CompiledFxGraph"

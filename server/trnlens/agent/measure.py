@@ -32,8 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import basis, breakdown, collectives, linespass, overlap, patterns, stability
+from . import basis, breakdown, linespass, overlap, patterns, stability
 from . import events as ev
+from .collectives import calls as collective_calls
+from .collectives import owners as collective_owners
 from .settling import CALM_STEPS, SettlingSchedule, page_faults, timing_figures
 
 PROGRESS_EVERY_S = 1.0  # a pass's step-by-step progress, at most this often
@@ -65,6 +67,9 @@ class Settings:
     # line, frame and module of the forward op that made its node; off: on the line that ran
     # it (``loss.backward()``), as before issue 32 (for benchmarks).
     backward: bool = True
+    # Multi-rank: read each collective call from the profile (collectives/); off only to
+    # measure what the reading costs (bench/bench_collectives.py).
+    collectives: bool = True
 
 
 @dataclass
@@ -102,7 +107,7 @@ class Measurement:
     host_syncs: list | None = None
     library_files: list | None = None
     attribution_us: float | None = None  # the attribution pass's wall time, all its steps
-    # Multi-rank runs only: this rank's profiled steps and collective calls (collectives.py).
+    # Multi-rank runs only: this rank's profiled steps and collective calls (collectives/).
     rank_timeline: dict | None = None
 
 
@@ -222,7 +227,15 @@ class Measurer:
         m.wall_time_per_step_us = m.profiled_timing["median_us"] if m.profiled_timing else 0.0
         host_events = [e for e in events if ev.is_host(e)]
         if self.lockstep is not None:
-            m.rank_timeline = collectives.timeline(host_events, self.trace_start_ns)
+            reading = time.thread_time()  # CPU time: what it costs, however busy the machine
+            m.rank_timeline = collective_calls.timeline(
+                events if s.collectives else [e for e in events if ev.is_step(e)],
+                self.trace_start_ns, ev.is_host,
+                ddp=collective_owners.ddp_buckets(self.torch, self.named_modules)
+                if s.collectives else None,
+                fsdp=collective_owners.fsdp_names(self.named_modules) if s.collectives else None,
+            )  # fmt: skip
+            m.rank_timeline["read_us"] = (time.thread_time() - reading) * 1e6
             if self.backend.time_basis == "device":  # nccl's kernels against compute (CUDA)
                 kernels = [(e.name, e.time_range.start, e.time_range.end)
                            for e in events if not ev.is_host(e)]  # fmt: skip

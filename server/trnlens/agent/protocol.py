@@ -48,6 +48,10 @@ SCHEMA_VERSION = 4
 #    forward: agent/backward/); backend "xla" and an optional xla section (graphs, compilations,
 #    recompiles with their cause and line, transfers, CPU fallbacks and forced executions at their
 #    lines, IR nodes per line), versions.torch_xla / pjrt_device; a notebook's cells.
+# 4 (issue 32, collectives): optional per-rank collective_exposed_per_step_us,
+#    collective_bytes_per_step, collective_bandwidth_gbps; per collective source, bytes_per_step,
+#    modules, buckets, per_rank exposed_per_step_us / bandwidth_gbps; rank_timelines' calls carry
+#    source, bytes, bucket, modules, exposed.
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 AGENT_VERSION = "0.1.0"
 

@@ -24,6 +24,8 @@ import re
 import statistics
 from collections import defaultdict
 
+from . import overlap
+
 STRAGGLER_MIN_SHARE = 0.01  # HTA's min_normalized_duration
 
 
@@ -106,22 +108,50 @@ def _waits(calls: dict) -> dict:
     return out
 
 
-def _per_step(r: dict, calls: dict, waits: dict, steps: int, only=None) -> list[tuple]:
-    """(wall, in collectives, waiting) of each profiled step of rank ``r``; ``only`` keeps the
-    calls of one (name, path, line)."""
+def _per_step(r: dict, calls: dict, waits: dict, steps: int, only=None) -> list[dict]:
+    """Each profiled step of rank ``r``: its wall time; the time with a collective in flight,
+    the part spent waiting for the others and the part no compute hid (each a union of
+    intervals: DDP's buckets in flight together count once); bytes moved and the transfer time
+    (time minus wait, call by call) they took. ``only`` keeps the calls of one (name, path,
+    line)."""
     spans = (r.get("rank_timeline") or {}).get("steps") or []
+    rank = r["rank"]
     out = []
     for step in range(steps):
         keys = [k for k in calls if k[0] == step and (only is None or k[1:4] == only)]
-        inside = sum(calls[k][r["rank"]]["dur_us"] for k in keys)
-        waiting = sum(waits[k][r["rank"]] for k in keys)
-        out.append((spans[step][1] - spans[step][0], inside, waiting))
+        mine = [(calls[k][rank], waits[k][rank]) for k in keys]
+        inside = _length((c["start_us"], c["start_us"] + c["dur_us"]) for c, _ in mine)
+        waiting = _length((c["start_us"], c["start_us"] + w) for c, w in mine if w > 0)
+        exposed = _length(tuple(p) for c, _ in mine for p in c.get("exposed") or ())
+        sized = [(c["bytes"], c["dur_us"] - w) for c, w in mine if c.get("bytes")]
+        out.append({
+            "wall": spans[step][1] - spans[step][0], "in": inside, "wait": waiting,
+            "exposed": exposed if any("exposed" in c for c, _ in mine) else None,
+            "bytes": sum(b for b, _ in sized), "transfer": sum(t for _, t in sized),
+        })  # fmt: skip
     return out
+
+
+def _length(intervals) -> float:
+    return sum(b - a for a, b in overlap.merge([i for i in intervals if i[1] > i[0]]))
 
 
 def _median(values) -> float:
     values = list(values)
     return statistics.median(values) if values else 0.0
+
+
+def _optional_median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _bandwidth(per_step: list[dict]) -> float | None:
+    """Algorithm bandwidth in GB/s (nccl-tests' algbw): bytes over the transfer time (the
+    calls' time less their wait), all steps together."""
+    size = sum(p["bytes"] for p in per_step)
+    transfer = sum(p["transfer"] for p in per_step)
+    return size / transfer / 1e3 if size and transfer > 0 else None
 
 
 def _rank_row(r: dict, calls: dict, steps: int) -> dict:
@@ -133,13 +163,16 @@ def _rank_row(r: dict, calls: dict, steps: int) -> dict:
         "rank": r["rank"],
         "local_rank": r.get("local_rank", r["rank"]),
         "host": r.get("host"),
-        "wall_time_per_step_us": _median(w for w, _, _ in per_step),
+        "wall_time_per_step_us": _median(p["wall"] for p in per_step),
         "cpu_time_per_step_us": r.get("cpu_time_per_step_us"),
         "device_time_per_step_us": r.get("device_time_per_step_us"),
         "dispatches_per_step": r.get("dispatches_per_step"),
-        "collective_time_per_step_us": _median(c for _, c, _ in per_step),
-        "collective_wait_per_step_us": _median(x for _, _, x in per_step),
-        "busy_time_per_step_us": _median(w - x for w, _, x in per_step),
+        "collective_time_per_step_us": _median(p["in"] for p in per_step),
+        "collective_wait_per_step_us": _median(p["wait"] for p in per_step),
+        "collective_exposed_per_step_us": _optional_median(p["exposed"] for p in per_step),
+        "collective_bytes_per_step": _median(p["bytes"] for p in per_step),
+        "collective_bandwidth_gbps": _bandwidth(per_step),
+        "busy_time_per_step_us": _median(p["wall"] - p["wait"] for p in per_step),
         "timing_median_us": timing.get("median_us"),
         # CUDA: communication kernels overlapped by compute, and the exposed rest (overlap.py)
         **((r.get("rank_timeline") or {}).get("overlap") or {}),
@@ -147,8 +180,9 @@ def _rank_row(r: dict, calls: dict, steps: int) -> dict:
 
 
 def _collective_rows(calls: dict, ranks: list[dict], steps: int) -> list[dict]:
-    """Per collective line, per rank: medians over the steps of its time and wait, and the
-    share of the step it took (median over steps, mean over ranks)."""
+    """Per collective line, per rank: medians over the steps of its time, wait and exposed
+    part, and the share of the step it took (median over steps, mean over ranks); the modules
+    it moved (DDP's buckets, FSDP2's sharded modules) and its bytes."""
     waits = _waits(calls)
     sites = sorted({k[1:4] for k in calls}, key=str)
     out = []
@@ -158,20 +192,43 @@ def _collective_rows(calls: dict, ranks: list[dict], steps: int) -> list[dict]:
             per_step = _per_step(r, calls, waits, steps, only=(name, path, line))
             per_rank.append({
                 "rank": r["rank"],
-                "time_per_step_us": _median(c for _, c, _ in per_step),
-                "wait_per_step_us": _median(x for _, _, x in per_step),
+                "time_per_step_us": _median(p["in"] for p in per_step),
+                "wait_per_step_us": _median(p["wait"] for p in per_step),
+                "exposed_per_step_us": _optional_median(p["exposed"] for p in per_step),
+                "bandwidth_gbps": _bandwidth(per_step),
             })  # fmt: skip
-            shares.append(_median(c / w for w, c, _ in per_step if w > 0))
-        count = sum(1 for k in calls if k[1:4] == (name, path, line))
-        compiled = any(c.get("compiled") for k, by_rank in calls.items()
-                       if k[1:4] == (name, path, line) for c in by_rank.values())  # fmt: skip
-        out.append({
+            shares.append(_median(p["in"] / p["wall"] for p in per_step if p["wall"] > 0))
+        mine = [k for k in calls if k[1:4] == (name, path, line)]
+        count = len(mine)
+        first = [calls[k][ranks[0]["rank"]] for k in sorted(mine)]
+        compiled = any(c.get("compiled") for k in mine for c in calls[k].values())
+        sizes = [c["bytes"] for c in first if c.get("bytes")]
+        row = {
             "name": name, "path": path, "line": line, "compiled": compiled,
             "calls_per_step": count / max(steps, 1),
             "share_of_step": statistics.fmean(shares) if shares else None,
+            "source": first[0].get("source") if first else None,
+            "bytes_per_step": sum(sizes) / max(steps, 1) if sizes else None,
             "per_rank": per_rank,
-        })  # fmt: skip
+        }  # fmt: skip
+        modules = _modules(first)
+        if modules:
+            row["modules"] = modules
+        buckets = {c["bucket"]: c for c in first if c.get("bucket") is not None}
+        if buckets:
+            row["buckets"] = [{"index": i, "bytes": c.get("bytes"), "modules": c["modules"]}
+                              for i, c in sorted(buckets.items())]  # fmt: skip
+        out.append(row)
     return sorted(out, key=lambda row: -(row["share_of_step"] or 0))
+
+
+def _modules(calls: list[dict]) -> list[str]:
+    seen: list[str] = []
+    for call in calls:
+        for name in call.get("modules") or ():
+            if name not in seen:
+                seen.append(name)
+    return seen
 
 
 def _slowest(rows: list[dict]) -> tuple[int | None, dict | None]:
@@ -306,7 +363,10 @@ def _aligned(ranks: list[dict], alignment: dict) -> list[dict]:
             "rank": r["rank"],
             "steps": [[a + shift, b + shift] for a, b in timeline.get("steps") or []],
             "collectives": [
-                {**c, "start_us": c["start_us"] + shift} for c in timeline.get("collectives") or []
+                {**c, "start_us": c["start_us"] + shift,
+                 **({"exposed": [[a + shift, b + shift] for a, b in c["exposed"]]}
+                    if c.get("exposed") is not None else {})}
+                for c in timeline.get("collectives") or []
             ],
         })  # fmt: skip
     return out

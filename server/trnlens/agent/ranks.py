@@ -90,7 +90,9 @@ def run(request: dict, progress, cancelled) -> dict:
         result["artifacts"].insert(0, merged_trace)
     if why_not:
         result["warnings"].append(why_not)
-    result["accounting"] = dict(result.get("accounting") or {}, launch_us=launch_s * 1e6)
+    reading = [(r.get("rank_timeline") or {}).get("read_us") for r in per_rank]
+    result["accounting"] = dict(result.get("accounting") or {}, launch_us=launch_s * 1e6,
+                                collectives_read_us=reading)  # fmt: skip
     if result.get("compile") and not result.get("collectives"):
         result["warnings"].append(
             "compiled: no collective of the compiled graph was recognised (trnlens reads "

@@ -20,7 +20,8 @@ import sys
 import time
 import traceback
 
-from . import collectives, errors, loader
+from . import errors, loader
+from .collectives import wrapper as collectives
 from .protocol import Profile, Progress, format_message, parse_request
 
 
@@ -84,8 +85,9 @@ def _run(request: dict, rank: int, work: str, progress) -> dict:
 
         from .distributed import Lockstep
 
-        collectives.install(torch, project.is_project_file, project.relpath)
         options = request.get("options") or {}
+        if options.get("collectives", True):  # off only to measure its cost
+            collectives.install(torch, project.is_project_file, project.relpath)
         lockstep = Lockstep.start(
             torch, request.get("backend") or "auto", float(options.get("collective_timeout_s", 300))
         )

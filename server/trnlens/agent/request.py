@@ -51,6 +51,7 @@ def parse(fields: dict[str, Any]) -> RunRequest:
         timing=bool(options.get("timing", True)),
         settle_steps=int(options.get("settle_steps", Settings.settle_steps)),
         attribution=str(options.get("attribution", Settings.attribution)),
+        collectives=bool(options.get("collectives", True)),
         attribution_limit=_limit(options.get("attribution_limit", Settings.attribution_limit)),
         backward=bool(options.get("backward", Settings.backward)),
     )

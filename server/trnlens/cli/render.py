@@ -26,13 +26,7 @@ def fmt_time(us: float | None) -> str:
 
 
 def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return str(n)
+    return units.data_size(n)
 
 
 def fmt_count(n: float | None) -> str:

@@ -26,11 +26,17 @@ def ranks_lines(data: dict, table) -> list[str]:
             f"{row.get('dispatches_per_step') or 0:g}",
             d(row["collective_time_per_step_us"]),
             d(row["collective_wait_per_step_us"]),
+            d(row.get("collective_exposed_per_step_us")),
+            _bandwidth(row.get("collective_bandwidth_gbps")),
             d(row.get("timing_median_us")),
         ])  # fmt: skip
     headers = ["Rank", "Host", "Wall", "Busy", "CPU (step)", "Dispatches", "In collectives",
-               "Waiting", "Timing median"]  # fmt: skip
-    out.extend(table(headers, rows, set(range(2, 9))))
+               "Waiting", "Exposed", "Bandwidth", "Timing median"]  # fmt: skip
+    out.extend(table(headers, rows, set(range(2, 11))))
+    out.append(
+        "  exposed = the time in collectives no compute of the rank hid; bandwidth = bytes over "
+        "the time in collectives less the wait (nccl-tests' algbw)"
+    )
     if slowest is not None:
         out.append("  * slowest rank (most busy time per step)")
     for row in data["ranks"]:
@@ -61,6 +67,8 @@ def ranks_lines(data: dict, table) -> list[str]:
                 "  ".join(f"r{p['rank']} {d(p['wait_per_step_us'])}" for p in row["per_rank"]),
             ])  # fmt: skip
         out.extend(table(["Collective", "Line", "Calls", "Share", "Time", "Wait"], rows, {2, 3}))
+        for row in data["collectives"]:
+            out.extend(_owners(row))
     strag = data.get("stragglers") or {}
     if strag.get("ranking"):
         c = strag.get("collective") or {}
@@ -77,3 +85,16 @@ def ranks_lines(data: dict, table) -> list[str]:
     if alignment.get("how"):
         out.append(f"Timelines on one axis: {alignment['how']}")
     return out
+
+
+def _bandwidth(gbps: float | None) -> str:
+    return "-" if gbps is None else f"{gbps:.3g} GB/s"
+
+
+def _owners(row: dict) -> list[str]:
+    """What a collective moved (DDP's buckets, FSDP2's sharded modules), under the table."""
+    what = rankfigures.moved(row)
+    if what is None:
+        return []
+    where = f"{row['name']} at {row['path']}:{row['line']}" if row.get("path") else row["name"]
+    return [f"  {where}: {what}"]

@@ -35,6 +35,7 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
             label = rankfigures.collective_hint(row)
             if doc.is_stale(placement):
                 label += " · stale"
+            what = rankfigures.moved(row)  # DDP's buckets, FSDP2's modules: in the tooltip
             found.append(
                 types.InlayHint(
                     position=types.Position(line, utf16_length(lines[line])),
@@ -42,7 +43,8 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                     padding_left=True,
                     tooltip=f"{result.qualname} on {result.data.get('world_size')} ranks: time "
                     "in this collective per step, and the part spent waiting for the other ranks "
-                    f"(beyond the fastest rank's), from run {result.run_id}",
+                    f"(beyond the fastest rank's), from run {result.run_id}"
+                    + (f"; it moved {what}" if what else ""),
                 )
             )
     return found

@@ -6,7 +6,8 @@
 - dispatch: what the framework handed over: dispatch roots (``agent.events.dispatch_roots``, the
   same definition as the headline count) on the first row, the aten ops they called below, and
   the idle gaps between consecutive dispatches, each measured;
-- runtime: CUDA runtime/driver calls, Neuron runtime events (nothing on the CPU backend);
+- runtime: CUDA runtime/driver calls, Neuron runtime events; on the CPU backend, a multi-rank
+  run's collectives as gloo runs them on its threads (``gloo:all_reduce``: transfer and wait);
 - device: CUDA kernels and copies, Neuron hardware execution; on the CPU backend the host is the
   device, so the innermost ops of each dispatch (the ones doing the work) are shown there.
 
@@ -65,6 +66,10 @@ def lane_of(event: TraceEvent) -> str | None:
     name = event.name.lower()
     if cat == "python_function":
         return "python"
+    if name.startswith("gloo:"):
+        # A collective's work on gloo's own threads (a multi-rank run): the communication the
+        # step waited on, which the dispatch lane does not show (the launch is microseconds).
+        return "runtime"
     if cat in _RUNTIME_CATS or "runtime" in cat or "neuron_rt" in cat or "neuron_rt" in name:
         return "runtime"
     if cat in _DEVICE_CATS or "neuron_hw" in cat or name == "nc_exec_running" or "device" in cat:

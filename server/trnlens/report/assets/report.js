@@ -50,6 +50,12 @@
       row(table, 'source', ev.path + ':' + ev.line + hint, 'where');
     }
     if (ev.note) row(table, 'note', ev.note);
+    // a rank's collective call (report/ranks.py): what issued it, what it moved, what it exposed
+    if (ev.issued_by) row(table, 'issued by', ev.issued_by);
+    if (ev.bucket !== undefined) row(table, 'bucket', String(ev.bucket));
+    if (ev.modules) row(table, 'modules', ev.modules.join(', '), 'modules');
+    if (ev.bytes) row(table, 'bytes', (ev.bytes / 1e6).toPrecision(3) + ' MB');
+    if (ev.exposed_us !== undefined) row(table, 'exposed', fmt(ev.exposed_us) + ' (no compute hid it)');
     details.append(table);
   }
 
