@@ -26,6 +26,8 @@ from trnlens.agent.protocol import (
     AgentMessage,
     Cancel,
     ErrorMessage,
+    FileContents,
+    Files,
     Hello,
     Ping,
     Profile,
@@ -38,7 +40,7 @@ from trnlens.agent.protocol import (
     parse_agent_message,
 )
 from trnlens.explorer import summary
-from trnlens.libraries import rules as library_rules
+from trnlens.libraries import texts as library_texts
 from trnlens.outcome import ComparisonResult, Outcome
 from trnlens.store import Store
 from trnlens.targets.base import redact
@@ -285,6 +287,21 @@ class AgentProcess:
             await self.cancel(request_id)
             raise
 
+    async def files(self, sha256: list[str]) -> list[dict]:
+        """The bytes of library files the last run executed, by their digests (``files``; see
+        libraries/texts.py). Between requests: nothing else is in flight on the pipe."""
+        request_id = f"files-{os.getpid()}-{next(_ids)}"
+        await self.send(Files(id=request_id, sha256=sha256))
+        while True:
+            message = await self._next_or_hang()
+            if message is None:
+                raise AgentFailure(
+                    {"kind": "internal", "type": "internal", "path": None, "line": None,
+                     "traceback": None, "message": "the agent left while sending library files"}
+                )  # fmt: skip
+            if isinstance(message, FileContents) and message.id == request_id:
+                return message.files
+
     async def _next_or_hang(self) -> AgentMessage | None:
         """The next message; a ping after ``stall_s`` of silence, a hang after two."""
         try:
@@ -498,9 +515,10 @@ async def run_profile(
     for run in outcomes.runs(outcome):
         # Neuron: Explorer's device summary (MFU, MBU, advice) joins the run before it is stored.
         await asyncio.to_thread(summary.attach, run.data, store.staging_dir() / run.run_id)
-        if isinstance(target, LocalTarget):  # the library files it ran are on this machine
-            # The static rules on the library code the run executed, with its measured cost.
-            await asyncio.to_thread(library_rules.attach, run.data)
+        # The static rules on the library code the run executed, with its measured cost: the
+        # files of this machine, or a remote host's as its agent sent them (libraries/texts.py).
+        if isinstance(target, LocalTarget) or library_texts.is_remote(run.data):
+            await asyncio.to_thread(library_texts.attach, run.data)
     await asyncio.to_thread(_store_outcome, store.root.parent, store.cap_bytes, outcome)
     return outcome
 
@@ -566,7 +584,21 @@ async def _run_once(
             await target.collect(staged, outcome, store)
         except TargetError as exc:
             raise _failure("environment", str(exc)) from None
+        await _fetch_library_texts(agent, outcome)
         return outcome
     finally:
         if staged is not None:
             await asyncio.shield(target.discard(staged))
+
+
+async def _fetch_library_texts(agent: AgentProcess, outcome: Outcome) -> None:
+    """A remote run's library files the local cache lacks, over the agent's own connection; a
+    failure costs the run its library findings (a warning says why), never the run."""
+    runs = [run.data for run in outcomes.runs(outcome)]
+    if not any(library_texts.is_remote(run) for run in runs):
+        return
+    try:
+        await library_texts.fetch(agent.files, runs)
+    except (AgentFailure, ConnectionError, OSError) as exc:
+        for run in runs:
+            run.setdefault("warnings", []).append(f"library files not read from the host: {exc}")

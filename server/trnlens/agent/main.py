@@ -32,6 +32,8 @@ from typing import IO
 
 from . import errors, ranks
 from .interrupts import Interrupter, stop_would_break
+from .libraryfiles import contents
+from .libraryfiles.digests import Digests
 from .measure import Cancelled
 from .protocol import (
     AGENT_VERSION,
@@ -39,6 +41,8 @@ from .protocol import (
     Cancel,
     Channel,
     ErrorMessage,
+    FileContents,
+    Files,
     Hello,
     Ping,
     Pong,
@@ -63,6 +67,7 @@ class Agent:
         self.current: str | None = None
         self.cancel_requested = threading.Event()
         self.interrupter = Interrupter()
+        self.digests = Digests()  # of the library files runs executed (remote targets ask)
         self._lock = threading.Lock()
 
     # -- reader thread
@@ -81,6 +86,9 @@ class Agent:
                 self.cancel(message.id)
             elif isinstance(message, Ping):
                 self.channel.send(Pong(id=message.id, pid=os.getpid(), busy=self.current))
+            elif isinstance(message, Files):  # file reads only: answered here, run or not
+                files = contents.answer(self.digests, message.sha256)
+                self.channel.send(FileContents(id=message.id, files=files))
             else:
                 self.requests.put(message)
         # End of input. Locally it means no more requests: what is queued still runs (one-shot
@@ -131,6 +139,8 @@ class Agent:
                         result = ranks.run(request, progress, self.cancel_requested.is_set)
                     else:
                         result = Runner(request, progress, self.cancel_requested.is_set).run()
+                if (request.get("options") or {}).get("library_digests"):
+                    self.digests.annotate(result)  # the server asks for the texts it lacks
                 reply = ResultMessage(id=request_id, result=result)
             finally:
                 with self._lock:

@@ -343,6 +343,8 @@ class SshTarget:
         options = dict(payload.get("options") or {})
         # One NEFF cache per host, not per run: a repeat profile skips the Neuron compiles.
         options.setdefault("neff_cache_dir", f"{self._workdir_abs}/neff-cache")
+        # The library files the run executes get digests: the server asks for those it lacks.
+        options.setdefault("library_digests", True)
         staged_payload = {
             **payload,
             "sources": sources,
