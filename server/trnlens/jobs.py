@@ -8,6 +8,7 @@ The CLI and the language server both go through :func:`run_profile`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import os
 import re
@@ -24,6 +25,8 @@ from trnlens.agent.protocol import (
     RUN_DEFAULTS,
     SCHEMA_VERSION,
     AgentMessage,
+    ArtifactArchive,
+    Artifacts,
     Cancel,
     ErrorMessage,
     FileContents,
@@ -301,6 +304,22 @@ class AgentProcess:
                 )  # fmt: skip
             if isinstance(message, FileContents) and message.id == request_id:
                 return message.files
+
+    async def artifacts(self, run_dir: str) -> bytes | None:
+        """The last run's artifacts (tar.gz) on this connection, ``run_dir`` removed on the host;
+        None when the agent cannot (too big, an older agent): the target fetches them itself."""
+        request_id = f"artifacts-{os.getpid()}-{next(_ids)}"
+        await self.send(Artifacts(id=request_id, run_dir=run_dir))
+        while True:
+            message = await self._next_or_hang()
+            if message is None:
+                return None
+            if isinstance(message, ArtifactArchive) and message.id == request_id:
+                if message.data is None:
+                    return None
+                return base64.b64decode(message.data)
+            if isinstance(message, ErrorMessage) and message.id is None:
+                return None  # an agent that does not know the request says so without an id
 
     async def _next_or_hang(self) -> AgentMessage | None:
         """The next message; a ping after ``stall_s`` of silence, a hang after two."""
@@ -581,7 +600,7 @@ async def _run_once(
             raise _failure("environment", str(exc)) from None
         outcome = await agent.request(staged.payload, on_progress)  # checked there
         try:
-            await target.collect(staged, outcome, store)
+            await target.collect(staged, outcome, store, agent.artifacts)
         except TargetError as exc:
             raise _failure("environment", str(exc)) from None
         await _fetch_library_texts(agent, outcome)

@@ -16,6 +16,7 @@ import pytest
 from trnlens.jobs import AgentProcess, ProfileRequest, run_profile
 from trnlens.libraries import swap, texts
 from trnlens.store import Store
+from trnlens.targets.ssh import SshTarget
 
 from tests.ranks.conftest import live_processes_naming
 from tests.targets.conftest import needs_sshd
@@ -46,6 +47,14 @@ def test_library_findings_and_their_swap_come_from_the_hosts_files(
         return await real_files(self, sha256)
 
     monkeypatch.setattr(AgentProcess, "files", files)
+    commands: list[str] = []  # what went over ssh besides the agent's own connection
+    real_checked = SshTarget.checked
+
+    async def checked(self, argv, what, **kwargs):
+        commands.append(what)
+        return await real_checked(self, argv, what, **kwargs)
+
+    monkeypatch.setattr(SshTarget, "checked", checked)
     tgt = target(test_host, hidden_site_python, tmp_path)
     path, qualname = SPEC
 
@@ -75,6 +84,9 @@ def test_library_findings_and_their_swap_come_from_the_hosts_files(
     assert first["library_copies"][remote_path] == str(copy)
     assert first["library_digests"][remote_path] == digest
     assert len(asked) == 1 and digest in asked[0]
+    # The artifacts came on the agent's connection too: no ssh command fetched them.
+    assert (project / ".trnlens" / "artifacts" / first["run_id"] / "trace.json").is_file()
+    assert "fetching artifacts" not in commands
 
     # compare --fix: the swap re-derived from the cached text, measured on the host.
     with Store(project) as store:

@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import IO
 
 from . import errors, ranks
+from .artifacts import archive
 from .interrupts import Interrupter, stop_would_break
 from .libraryfiles import contents
 from .libraryfiles.digests import Digests
@@ -38,6 +39,8 @@ from .measure import Cancelled
 from .protocol import (
     AGENT_VERSION,
     SCHEMA_VERSION,
+    ArtifactArchive,
+    Artifacts,
     Cancel,
     Channel,
     ErrorMessage,
@@ -68,6 +71,7 @@ class Agent:
         self.cancel_requested = threading.Event()
         self.interrupter = Interrupter()
         self.digests = Digests()  # of the library files runs executed (remote targets ask)
+        self.last_artifacts_dir: str | None = None  # what an ``artifacts`` request may take
         self._lock = threading.Lock()
 
     # -- reader thread
@@ -89,6 +93,9 @@ class Agent:
             elif isinstance(message, Files):  # file reads only: answered here, run or not
                 files = contents.answer(self.digests, message.sha256)
                 self.channel.send(FileContents(id=message.id, files=files))
+            elif isinstance(message, Artifacts):  # sent after the run's answer: nothing runs
+                data, why = archive.answer(message.run_dir, self.last_artifacts_dir)
+                self.channel.send(ArtifactArchive(id=message.id, data=data, error=why))
             else:
                 self.requests.put(message)
         # End of input. Locally it means no more requests: what is queued still runs (one-shot
@@ -123,6 +130,8 @@ class Agent:
         request_id, request = profile.id, profile.fields
         with self._lock:
             self.current = request_id
+            artifacts_dir = request.get("artifacts_dir")
+            self.last_artifacts_dir = artifacts_dir if isinstance(artifacts_dir, str) else None
             self.cancel_requested.clear()
 
         def progress(state: Progress) -> None:

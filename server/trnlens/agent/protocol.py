@@ -13,6 +13,9 @@ Server -> agent:
   ``Files``     ``{"type": "files", "id", "sha256": [...]}``  the library files a run executed,
                 by the digests its result gave them (libraryfiles/): a remote host's texts for
                 the server's static rules; answered with ``file-contents``, even during a run
+  ``Artifacts`` ``{"type": "artifacts", "id", "run_dir"}``  the last run's artifacts directory
+                (``<run_dir>/artifacts``, nothing else) as one archive, ``run_dir`` removed
+                after: a remote run's files come back on this connection (artifacts/)
 
 Agent -> server:
   ``Hello``          first line: ``schema_version``, ``agent_version``, ``pid``, ``python``, ...
@@ -23,6 +26,8 @@ Agent -> server:
   ``Pong``           ``id``, ``pid``, ``busy``
   ``FileContents``   ``id``, ``files``: ``[{"sha256", "data"}]`` (``data``: the bytes, zlib then
                      base64) or ``[{"sha256", "error"}]`` (unknown digest, changed, too big)
+  ``ArtifactArchive`` ``id``, ``data``: the tar.gz, base64; or ``error`` (the server then fetches
+                     them another way)
 
 A request ends in one of OUTCOMES (:func:`outcome_of`): the server forwards it, with the progress
 state, to the editor (docs/lsp.md), so no reader ever classifies a run by its English words.
@@ -68,6 +73,8 @@ MODES = ("auto", "inference", "training", "as-written")
 # at most FILES_BATCH_BYTES of raw file bytes; the server asks for the rest in further requests.
 LIBRARY_FILE_MAX_BYTES = 4_000_000
 FILES_BATCH_BYTES = 16_000_000
+# A run's artifacts bigger than this (compressed) are left for the target to fetch its own way.
+ARTIFACTS_MAX_BYTES = 32_000_000
 
 # A run's phases in order. "starting" is the server's (starting an agent, a warm daemon), before
 # the agent's first progress; the agent reports the others.
@@ -174,7 +181,19 @@ class FileContents:
     type: ClassVar[str] = "file-contents"
 
 
-AgentMessage = Hello | Progress | ResultMessage | ErrorMessage | Pong | FileContents
+@dataclass(frozen=True)
+class ArtifactArchive:
+    """The answer to ``artifacts``: the directory as a tar.gz (base64), or why not."""
+
+    id: str | None
+    data: str | None = None
+    error: str | None = None
+    type: ClassVar[str] = "artifact-archive"
+
+
+AgentMessage = (
+    Hello | Progress | ResultMessage | ErrorMessage | Pong | FileContents | ArtifactArchive
+)
 
 
 # -- server -> agent
@@ -215,11 +234,21 @@ class Files:
     type: ClassVar[str] = "files"
 
 
-Request = Profile | Cancel | Ping | Shutdown | Files
+@dataclass(frozen=True)
+class Artifacts:
+    """The last run's ``<run_dir>/artifacts`` as one archive; ``run_dir`` is removed after."""
+
+    id: str | None
+    run_dir: str
+    type: ClassVar[str] = "artifacts"
+
+
+Request = Profile | Cancel | Ping | Shutdown | Files | Artifacts
 _AGENT_MESSAGES: dict[str, type] = {
-    c.type: c for c in (Hello, Progress, ResultMessage, ErrorMessage, Pong, FileContents)
+    c.type: c
+    for c in (Hello, Progress, ResultMessage, ErrorMessage, Pong, FileContents, ArtifactArchive)
 }
-_REQUESTS: dict[str, type] = {c.type: c for c in (Cancel, Ping, Shutdown, Files)}
+_REQUESTS: dict[str, type] = {c.type: c for c in (Cancel, Ping, Shutdown, Files, Artifacts)}
 
 
 def outcome_of(message: ResultMessage | ErrorMessage) -> str:
