@@ -26,7 +26,6 @@ from trnlens.agent.protocol import (
     SCHEMA_VERSION,
     AgentMessage,
     ArtifactArchive,
-    Artifacts,
     Cancel,
     ErrorMessage,
     FileContents,
@@ -141,6 +140,7 @@ class AgentProcess:
         self.stall_s = stall_s
         self.backend: str | None = None  # learnt from the first result
         self.runs = 0
+        self.archive: bytes | None = None  # the artifacts pushed after the last result
         self._stderr: deque[str] = deque(maxlen=200)
         self._stderr_task: asyncio.Task | None = None
         self._idle: asyncio.TimerHandle | None = None
@@ -252,6 +252,7 @@ class AgentProcess:
         request_id = payload.setdefault("id", f"req-{os.getpid()}-{next(_ids)}")
         self.last_progress = None
         self.cancelled_answer = None
+        self.archive = None
         if self.memory_cap_mb:
             payload["options"] = {"memory_cap_mb": self.memory_cap_mb, **payload.get("options", {})}
         self._disarm_idle_timer()
@@ -275,6 +276,8 @@ class AgentProcess:
                         if isinstance(reported, Awaitable):
                             await reported
                 elif isinstance(message, ResultMessage) and message.id == request_id:
+                    if (payload.get("options") or {}).get("artifacts_back"):
+                        self.archive = await self._pushed_archive(request_id)
                     self.runs += 1
                     answer = outcomes.parse(message.result)
                     self.backend = outcomes.runs(answer)[0].data.get("backend", self.backend)
@@ -305,21 +308,20 @@ class AgentProcess:
             if isinstance(message, FileContents) and message.id == request_id:
                 return message.files
 
-    async def artifacts(self, run_dir: str) -> bytes | None:
-        """The last run's artifacts (tar.gz) on this connection, ``run_dir`` removed on the host;
-        None when the agent cannot (too big, an older agent): the target fetches them itself."""
-        request_id = f"artifacts-{os.getpid()}-{next(_ids)}"
-        await self.send(Artifacts(id=request_id, run_dir=run_dir))
+    async def _pushed_archive(self, request_id: str) -> bytes | None:
+        """The artifacts the agent sends after a result whose request asked (``artifacts_back``);
+        None when it could not (the target then fetches them its own way)."""
         while True:
             message = await self._next_or_hang()
             if message is None:
                 return None
             if isinstance(message, ArtifactArchive) and message.id == request_id:
-                if message.data is None:
-                    return None
-                return base64.b64decode(message.data)
-            if isinstance(message, ErrorMessage) and message.id is None:
-                return None  # an agent that does not know the request says so without an id
+                return base64.b64decode(message.data) if message.data is not None else None
+
+    async def take_archive(self, run_dir: str) -> bytes | None:
+        """The last request's pushed artifacts (once), for ``target.collect``."""
+        archive, self.archive = self.archive, None
+        return archive
 
     async def _next_or_hang(self) -> AgentMessage | None:
         """The next message; a ping after ``stall_s`` of silence, a hang after two."""
@@ -600,7 +602,7 @@ async def _run_once(
             raise _failure("environment", str(exc)) from None
         outcome = await agent.request(staged.payload, on_progress)  # checked there
         try:
-            await target.collect(staged, outcome, store, agent.artifacts)
+            await target.collect(staged, outcome, store, agent.take_archive)
         except TargetError as exc:
             raise _failure("environment", str(exc)) from None
         await _fetch_library_texts(agent, outcome)

@@ -40,7 +40,6 @@ from .protocol import (
     AGENT_VERSION,
     SCHEMA_VERSION,
     ArtifactArchive,
-    Artifacts,
     Cancel,
     Channel,
     ErrorMessage,
@@ -71,7 +70,6 @@ class Agent:
         self.cancel_requested = threading.Event()
         self.interrupter = Interrupter()
         self.digests = Digests()  # of the library files runs executed (remote targets ask)
-        self.last_artifacts_dir: str | None = None  # what an ``artifacts`` request may take
         self._lock = threading.Lock()
 
     # -- reader thread
@@ -93,9 +91,6 @@ class Agent:
             elif isinstance(message, Files):  # file reads only: answered here, run or not
                 files = contents.answer(self.digests, message.sha256)
                 self.channel.send(FileContents(id=message.id, files=files))
-            elif isinstance(message, Artifacts):  # sent after the run's answer: nothing runs
-                data, why = archive.answer(message.run_dir, self.last_artifacts_dir)
-                self.channel.send(ArtifactArchive(id=message.id, data=data, error=why))
             else:
                 self.requests.put(message)
         # End of input. Locally it means no more requests: what is queued still runs (one-shot
@@ -130,8 +125,6 @@ class Agent:
         request_id, request = profile.id, profile.fields
         with self._lock:
             self.current = request_id
-            artifacts_dir = request.get("artifacts_dir")
-            self.last_artifacts_dir = artifacts_dir if isinstance(artifacts_dir, str) else None
             self.cancel_requested.clear()
 
         def progress(state: Progress) -> None:
@@ -189,6 +182,12 @@ class Agent:
             self.channel.send(reply)
         except KeyboardInterrupt:  # a late cancel must not eat the answer
             self.channel.send(reply)
+        run_dir = (request.get("options") or {}).get("artifacts_back")
+        if isinstance(reply, ResultMessage) and isinstance(run_dir, str):
+            # A remote run's artifacts follow its result on this connection, before the garbage
+            # collection below: no round trip, no ssh command, no wait on the collector.
+            data, why = archive.answer(run_dir, request.get("artifacts_dir"))
+            self.channel.send(ArtifactArchive(id=request_id, data=data, error=why))
         # Collect the run's garbage now, between requests, so that it neither weighs on the
         # next measurement nor delays the answer just sent.
         gc.collect()

@@ -13,9 +13,6 @@ Server -> agent:
   ``Files``     ``{"type": "files", "id", "sha256": [...]}``  the library files a run executed,
                 by the digests its result gave them (libraryfiles/): a remote host's texts for
                 the server's static rules; answered with ``file-contents``, even during a run
-  ``Artifacts`` ``{"type": "artifacts", "id", "run_dir"}``  the last run's artifacts directory
-                (``<run_dir>/artifacts``, nothing else) as one archive, ``run_dir`` removed
-                after: a remote run's files come back on this connection (artifacts/)
 
 Agent -> server:
   ``Hello``          first line: ``schema_version``, ``agent_version``, ``pid``, ``python``, ...
@@ -26,8 +23,10 @@ Agent -> server:
   ``Pong``           ``id``, ``pid``, ``busy``
   ``FileContents``   ``id``, ``files``: ``[{"sha256", "data"}]`` (``data``: the bytes, zlib then
                      base64) or ``[{"sha256", "error"}]`` (unknown digest, changed, too big)
-  ``ArtifactArchive`` ``id``, ``data``: the tar.gz, base64; or ``error`` (the server then fetches
-                     them another way)
+  ``ArtifactArchive`` right after a result whose request's options named ``artifacts_back`` (a
+                     run directory ``R`` whose ``R/artifacts`` the run wrote): ``id``, ``data``,
+                     that directory as a tar.gz, base64, ``R`` removed; or ``error`` (the server
+                     then fetches them another way). No round trip of its own (artifacts/)
 
 A request ends in one of OUTCOMES (:func:`outcome_of`): the server forwards it, with the progress
 state, to the editor (docs/lsp.md), so no reader ever classifies a run by its English words.
@@ -183,7 +182,7 @@ class FileContents:
 
 @dataclass(frozen=True)
 class ArtifactArchive:
-    """The answer to ``artifacts``: the directory as a tar.gz (base64), or why not."""
+    """A run's artifacts as a tar.gz (base64), or why not; sent unasked after its result."""
 
     id: str | None
     data: str | None = None
@@ -234,21 +233,12 @@ class Files:
     type: ClassVar[str] = "files"
 
 
-@dataclass(frozen=True)
-class Artifacts:
-    """The last run's ``<run_dir>/artifacts`` as one archive; ``run_dir`` is removed after."""
-
-    id: str | None
-    run_dir: str
-    type: ClassVar[str] = "artifacts"
-
-
-Request = Profile | Cancel | Ping | Shutdown | Files | Artifacts
+Request = Profile | Cancel | Ping | Shutdown | Files
 _AGENT_MESSAGES: dict[str, type] = {
     c.type: c
     for c in (Hello, Progress, ResultMessage, ErrorMessage, Pong, FileContents, ArtifactArchive)
 }
-_REQUESTS: dict[str, type] = {c.type: c for c in (Cancel, Ping, Shutdown, Files, Artifacts)}
+_REQUESTS: dict[str, type] = {c.type: c for c in (Cancel, Ping, Shutdown, Files)}
 
 
 def outcome_of(message: ResultMessage | ErrorMessage) -> str:

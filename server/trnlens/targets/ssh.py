@@ -348,6 +348,8 @@ class SshTarget:
         options.setdefault("neff_cache_dir", f"{self._workdir_abs}/neff-cache")
         # The library files the run executes get digests: the server asks for those it lacks.
         options.setdefault("library_digests", True)
+        # and the artifacts follow the result on the agent's connection (agent/artifacts/)
+        options["artifacts_back"] = run_dir
         staged_payload = {
             **payload,
             "sources": sources,
@@ -386,9 +388,9 @@ class SshTarget:
         ]
 
     async def collect(self, staged: Staged, outcome: Outcome, store, fetch: Fetch | None = None):
-        """Brings the artifacts back and removes the run's directory on the host, in one round
-        trip: on the agent's own connection when it can (``fetch``), else one ssh command
-        (a new client on the shared connection, a shell, tar); discard() is then a no-op."""
+        """Brings the artifacts back and removes the run's directory on the host: as the agent
+        sent them after its result (``fetch``: no round trip), else in one ssh command (a new
+        client on the shared connection, a shell, tar); discard() is then a no-op."""
         if staged.run_dir is None:
             raise TargetError("the run's directory on the host is gone: run the profile again")
         data = await fetch(staged.run_dir) if fetch is not None else None

@@ -1,4 +1,4 @@
-"""A run's artifacts as one archive on the agent's connection: only the last run's directory,
+"""A run's artifacts as one archive on the agent's connection: only the run's own directory,
 removed once sent; too big is left for the target to fetch its own way."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The answer to ``artifacts``: the last run's artifacts directory as a tar.gz, its run removed.
+"""A run's artifacts directory as a tar.gz, sent after its result; the run directory removed.
 
-Only ``<run_dir>/artifacts`` of the request that ran last is ever archived or removed: the
-server names the run directory it staged, and the agent checks it against what it wrote.
+Only ``<run_dir>/artifacts`` of the request that just ran is ever archived or removed: the
+request names the run directory it staged (``artifacts_back``) and the agent checks it against
+the request's own ``artifacts_dir``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import tarfile
 from ..protocol import ARTIFACTS_MAX_BYTES
 
 
-def answer(run_dir: str, last_artifacts_dir: str | None) -> tuple[str | None, str | None]:
-    """(base64 tar.gz, None), or (None, why not). The run directory is removed either way once
-    it was the last run's (a failure is the server's to fetch otherwise only when it is left)."""
-    if not last_artifacts_dir or os.path.join(run_dir, "artifacts") != last_artifacts_dir:
+def answer(run_dir: str, last_artifacts_dir: object) -> tuple[str | None, str | None]:
+    """(base64 tar.gz, None) with the run directory removed, or (None, why not) with it left
+    for the target to fetch its own way."""
+    if not isinstance(last_artifacts_dir, str) or (
+        os.path.join(run_dir, "artifacts") != last_artifacts_dir
+    ):
         return None, "not the last run's directory"
     raw = io.BytesIO()
     try:
