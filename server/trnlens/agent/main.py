@@ -59,6 +59,8 @@ from .protocol import (
 from .reloader import RestartNeeded
 from .runner import Runner
 
+IDLE_GC_S = 1.0  # how long without a request before the last runs' garbage is collected
+
 
 class Agent:
     def __init__(self, channel: Channel, stop_on_eof: bool = False):
@@ -108,9 +110,18 @@ class Agent:
 
     # -- main thread
     def serve(self) -> int:
+        garbage = False  # a run ended and its garbage was not collected yet
         while True:
             try:
-                message = self.requests.get()
+                message = self.requests.get(timeout=IDLE_GC_S if garbage else None)
+            except queue.Empty:
+                # Collect the runs' garbage once idle, so that it neither weighs on the next
+                # measurement nor delays anything: a full collection with torch imported takes
+                # 50-600 ms (124,000 objects; the most on a loaded machine), which a repeat
+                # request sent at once would otherwise wait for (bench/bench_warm.py).
+                gc.collect()
+                garbage = False
+                continue
             except KeyboardInterrupt:  # a cancel that raced the end of its run
                 continue
             if message is None or isinstance(message, Shutdown):
@@ -118,6 +129,7 @@ class Agent:
             if self.exit_after:
                 return 0
             self.handle(message)
+            garbage = True
             if self.exit_after:
                 return 0
 
@@ -188,9 +200,6 @@ class Agent:
             # collection below: no round trip, no ssh command, no wait on the collector.
             data, why = archive.answer(run_dir, request.get("artifacts_dir"))
             self.channel.send(ArtifactArchive(id=request_id, data=data, error=why))
-        # Collect the run's garbage now, between requests, so that it neither weighs on the
-        # next measurement nor delays the answer just sent.
-        gc.collect()
 
 
 def stopped_at(exc: BaseException, root: str) -> tuple[str, int] | None:
