@@ -12,9 +12,11 @@ import shutil
 import sysconfig
 from pathlib import Path
 
+import jsonschema
 import pytest
 from trnlens.jobs import AgentProcess, ProfileRequest, run_profile
 from trnlens.libraries import swap, texts
+from trnlens.results import schema
 from trnlens.store import Store
 from trnlens.targets.ssh import SshTarget
 
@@ -65,6 +67,7 @@ def test_library_findings_and_their_swap_come_from_the_hosts_files(
 
     first = run([{"path": str(project / path), "qualname": qualname}])
     assert first["error"] is None, first["error"]
+    jsonschema.validate(first, schema())  # schema 4: library_files' digests, library_copies
     (finding,) = [f for f in first["library_findings"] if f["code"] == "TRN001"]
     remote_path = finding["path"]
     # The host's path: on this machine that folder is empty, so the text came over ssh.
