@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 
 import pytest
 from trnlens.agent.libraryfiles import contents
@@ -83,3 +84,18 @@ def test_bytes_that_do_not_match_their_digest_are_not_kept(tmp_path, monkeypatch
         texts.keep("0" * 64, "x.py", b"x = 1\n")
     assert texts.cached("0" * 64) is None
     assert texts.cached("../../etc") is None
+
+
+def test_the_cache_keeps_its_bound_and_the_copies_used_last(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    kept = []
+    for n in range(3):
+        data = f"x = {n}\n".encode()
+        sha = hashlib.sha256(data).hexdigest()
+        texts.keep(sha, f"m{n}.py", data)
+        os.utime(texts.cache_root() / sha, (1000 + n, 1000 + n))  # older first
+        kept.append(sha)
+    assert texts.cached(kept[0]) is not None  # read now: used last
+    assert texts.prune(max_bytes=12) == 1  # 6 bytes each: two stay
+    assert texts.cached(kept[1]) is None
+    assert texts.cached(kept[0]) is not None and texts.cached(kept[2]) is not None

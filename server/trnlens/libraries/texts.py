@@ -6,7 +6,8 @@ for the digests this cache lacks (:func:`fetch`), checks every answer against it
 keeps it as ``<cache>/library-files/<sha256>/<file name>``, read-only: the static rules read it
 there (:func:`attach`), ``compare --fix`` re-derives its swap from it, and the editor opens it for
 the library-file hints (``library_copies`` maps each remote path to its copy). Files over
-``LIBRARY_FILE_MAX_BYTES`` are neither sent nor analysed: the run's warnings name them.
+``LIBRARY_FILE_MAX_BYTES`` are neither sent nor analysed: the run's warnings name them. The cache
+keeps at most ``CACHE_MAX_BYTES``, the copies used longest ago removed first.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from trnlens.libraries import rules
 from trnlens.targets.bundle import cache_dir
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# The cache keeps at most this much; the copies used longest ago go first (a model's files are a
+# few MB: this holds dozens of library versions).
+CACHE_MAX_BYTES = 256_000_000
 MAX_ROUNDS = 64  # ``later`` answers asked again; a bound on a misbehaving agent
 # Asks the agent for these digests; returns its ``file-contents`` items.
 Ask = Callable[[list[str]], Awaitable[list[dict]]]
@@ -41,7 +45,10 @@ def cached(sha256: str) -> Path | None:
         return None
     directory = cache_root() / sha256
     try:
-        return next((p for p in directory.iterdir() if p.is_file()), None)
+        found = next((p for p in directory.iterdir() if p.is_file()), None)
+        if found is not None:
+            os.utime(directory)  # used now: the last to go when the cache is pruned
+        return found
     except OSError:
         return None
 
@@ -59,6 +66,33 @@ def keep(sha256: str, name: str, data: bytes) -> Path:
     os.chmod(temp, 0o444)  # a copy to read: edits there would change nothing on the host
     os.replace(temp, final)  # two servers racing write the same bytes
     return final
+
+
+def prune(max_bytes: int = CACHE_MAX_BYTES) -> int:
+    """Removes the copies used longest ago (a copy's folder's mtime: touched on every read)
+    until the cache holds at most ``max_bytes``; returns how many went."""
+    entries = []
+    try:
+        for directory in cache_root().iterdir():
+            files = [p for p in directory.iterdir() if p.is_file()]
+            size = sum(p.stat().st_size for p in files)
+            entries.append((directory.stat().st_mtime, size, directory, files))
+    except OSError:
+        return 0
+    total = sum(size for _, size, _, _ in entries)
+    removed = 0
+    for _, size, directory, files in sorted(entries, key=lambda e: e[0]):
+        if total <= max_bytes:
+            break
+        try:
+            for path in files:
+                path.unlink()
+            directory.rmdir()
+        except OSError:
+            continue
+        total -= size
+        removed += 1
+    return removed
 
 
 def is_remote(run: dict) -> bool:
@@ -108,6 +142,8 @@ async def fetch(ask: Ask, runs: list[dict]) -> list[str]:
             problems.append(f"{len(later)} library files never came (over {FILES_BATCH_BYTES})")
             break
         wanted = later
+    if names:
+        prune()
     notes = []
     if problems:
         listed = "; ".join(problems[:5]) + (" ..." if len(problems) > 5 else "")
