@@ -316,7 +316,10 @@ class AgentProcess:
             if message is None:
                 return None
             if isinstance(message, ArtifactArchive) and message.id == request_id:
-                return base64.b64decode(message.data) if message.data is not None else None
+                try:
+                    return base64.b64decode(message.data or "", validate=True) or None
+                except ValueError:  # binascii.Error: a garbled line; fetched the other way
+                    return None
 
     async def take_archive(self, run_dir: str) -> bytes | None:
         """The last request's pushed artifacts (once), for ``target.collect``."""

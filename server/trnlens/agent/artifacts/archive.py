@@ -29,8 +29,8 @@ def answer(run_dir: str, last_artifacts_dir: object) -> tuple[str | None, str | 
             # Fast level: these bytes go over one pipe at once, a trace compresses well anyway.
             for name in sorted(os.listdir(last_artifacts_dir)):
                 archive.add(os.path.join(last_artifacts_dir, name), arcname=name)
-    except OSError as exc:
-        return None, f"cannot read the artifacts: {exc}"
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        return None, f"cannot archive the artifacts: {exc}"
     if raw.tell() > ARTIFACTS_MAX_BYTES:
         return None, f"the artifacts are over {ARTIFACTS_MAX_BYTES} bytes compressed"
     shutil.rmtree(run_dir, ignore_errors=True)
