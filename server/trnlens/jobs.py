@@ -8,6 +8,7 @@ The CLI and the language server both go through :func:`run_profile`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import os
 import re
@@ -24,8 +25,11 @@ from trnlens.agent.protocol import (
     RUN_DEFAULTS,
     SCHEMA_VERSION,
     AgentMessage,
+    ArtifactArchive,
     Cancel,
     ErrorMessage,
+    FileContents,
+    Files,
     Hello,
     Ping,
     Profile,
@@ -38,7 +42,7 @@ from trnlens.agent.protocol import (
     parse_agent_message,
 )
 from trnlens.explorer import summary
-from trnlens.libraries import rules as library_rules
+from trnlens.libraries import texts as library_texts
 from trnlens.outcome import ComparisonResult, Outcome
 from trnlens.store import Store
 from trnlens.targets.base import redact
@@ -136,6 +140,7 @@ class AgentProcess:
         self.stall_s = stall_s
         self.backend: str | None = None  # learnt from the first result
         self.runs = 0
+        self.archive: bytes | None = None  # the artifacts pushed after the last result
         self._stderr: deque[str] = deque(maxlen=200)
         self._stderr_task: asyncio.Task | None = None
         self._idle: asyncio.TimerHandle | None = None
@@ -247,6 +252,7 @@ class AgentProcess:
         request_id = payload.setdefault("id", f"req-{os.getpid()}-{next(_ids)}")
         self.last_progress = None
         self.cancelled_answer = None
+        self.archive = None
         if self.memory_cap_mb:
             payload["options"] = {"memory_cap_mb": self.memory_cap_mb, **payload.get("options", {})}
         self._disarm_idle_timer()
@@ -270,6 +276,8 @@ class AgentProcess:
                         if isinstance(reported, Awaitable):
                             await reported
                 elif isinstance(message, ResultMessage) and message.id == request_id:
+                    if (payload.get("options") or {}).get("artifacts_back"):
+                        self.archive = await self._pushed_archive(request_id)
                     self.runs += 1
                     answer = outcomes.parse(message.result)
                     self.backend = outcomes.runs(answer)[0].data.get("backend", self.backend)
@@ -284,6 +292,39 @@ class AgentProcess:
         except asyncio.CancelledError:
             await self.cancel(request_id)
             raise
+
+    async def files(self, sha256: list[str]) -> list[dict]:
+        """The bytes of library files the last run executed, by their digests (``files``; see
+        libraries/texts.py). Between requests: nothing else is in flight on the pipe."""
+        request_id = f"files-{os.getpid()}-{next(_ids)}"
+        await self.send(Files(id=request_id, sha256=sha256))
+        while True:
+            message = await self._next_or_hang()
+            if message is None:
+                raise AgentFailure(
+                    {"kind": "internal", "type": "internal", "path": None, "line": None,
+                     "traceback": None, "message": "the agent left while sending library files"}
+                )  # fmt: skip
+            if isinstance(message, FileContents) and message.id == request_id:
+                return message.files
+
+    async def _pushed_archive(self, request_id: str) -> bytes | None:
+        """The artifacts the agent sends after a result whose request asked (``artifacts_back``);
+        None when it could not (the target then fetches them its own way)."""
+        while True:
+            message = await self._next_or_hang()
+            if message is None:
+                return None
+            if isinstance(message, ArtifactArchive) and message.id == request_id:
+                try:
+                    return base64.b64decode(message.data or "", validate=True) or None
+                except ValueError:  # binascii.Error: a garbled line; fetched the other way
+                    return None
+
+    async def take_archive(self, run_dir: str) -> bytes | None:
+        """The last request's pushed artifacts (once), for ``target.collect``."""
+        archive, self.archive = self.archive, None
+        return archive
 
     async def _next_or_hang(self) -> AgentMessage | None:
         """The next message; a ping after ``stall_s`` of silence, a hang after two."""
@@ -498,9 +539,10 @@ async def run_profile(
     for run in outcomes.runs(outcome):
         # Neuron: Explorer's device summary (MFU, MBU, advice) joins the run before it is stored.
         await asyncio.to_thread(summary.attach, run.data, store.staging_dir() / run.run_id)
-        if isinstance(target, LocalTarget):  # the library files it ran are on this machine
-            # The static rules on the library code the run executed, with its measured cost.
-            await asyncio.to_thread(library_rules.attach, run.data)
+        # The static rules on the library code the run executed, with its measured cost: the
+        # files of this machine, or a remote host's as its agent sent them (libraries/texts.py).
+        if isinstance(target, LocalTarget) or library_texts.is_remote(run.data):
+            await asyncio.to_thread(library_texts.attach, run.data)
     await asyncio.to_thread(_store_outcome, store.root.parent, store.cap_bytes, outcome)
     return outcome
 
@@ -563,10 +605,24 @@ async def _run_once(
             raise _failure("environment", str(exc)) from None
         outcome = await agent.request(staged.payload, on_progress)  # checked there
         try:
-            await target.collect(staged, outcome, store)
+            await target.collect(staged, outcome, store, agent.take_archive)
         except TargetError as exc:
             raise _failure("environment", str(exc)) from None
+        await _fetch_library_texts(agent, outcome)
         return outcome
     finally:
         if staged is not None:
             await asyncio.shield(target.discard(staged))
+
+
+async def _fetch_library_texts(agent: AgentProcess, outcome: Outcome) -> None:
+    """A remote run's library files the local cache lacks, over the agent's own connection; a
+    failure costs the run its library findings (a warning says why), never the run."""
+    runs = [run.data for run in outcomes.runs(outcome)]
+    if not any(library_texts.is_remote(run) for run in runs):
+        return
+    try:
+        await library_texts.fetch(agent.files, runs)
+    except (AgentFailure, ConnectionError, OSError) as exc:
+        for run in runs:
+            run.setdefault("warnings", []).append(f"library files not read from the host: {exc}")

@@ -8,8 +8,11 @@ import pytest
 from trnlens.agent.protocol import (
     PHASES,
     SCHEMA_VERSION,
+    ArtifactArchive,
     Cancel,
     ErrorMessage,
+    FileContents,
+    Files,
     Hello,
     Ping,
     Pong,
@@ -32,12 +35,16 @@ AGENT_MESSAGES = [
     ResultMessage("r1", {"run_id": "x", "error": None}),
     ErrorMessage("r1", {"kind": "usage", "message": "no such file"}),
     Pong("p", 42, busy="r1"),
+    FileContents("f1", [{"sha256": "ab", "data": "eJw="}, {"sha256": "cd", "error": "changed"}]),
+    ArtifactArchive("r1", data="H4sI"),
+    ArtifactArchive("r1", error="the artifacts are over 32000000 bytes compressed"),
 ]
 REQUESTS = [
     Profile("r1", {"project_root": "/p", "variants": [{"path": "m.py", "qualname": "f"}]}),
     Cancel("r1"),
     Ping("p"),
     Shutdown(),
+    Files("f1", ["ab" * 32]),
 ]
 
 
@@ -70,6 +77,7 @@ def test_a_profile_request_keeps_its_fields_flat_on_the_wire():
         ('{"type": "hello"}', "hello: missing field 'schema_version'"),
         ('{"type": "result", "id": "r", "result": []}', "result is []"),
         ('{"type": "telemetry"}', "unknown agent message type 'telemetry'"),
+        ('{"type": "file-contents", "id": "f", "files": [1]}', "every item of files must be"),
     ],
 )
 def test_a_bad_agent_line_is_refused_naming_the_field(line, says):
@@ -82,6 +90,10 @@ def test_a_bad_request_is_refused_naming_it():
         parse_request('{"type": "launch"}')
     with pytest.raises(ProtocolError, match="profile: id must be a string or null"):
         parse_request('{"type": "profile", "id": 3}')
+    with pytest.raises(ProtocolError, match="every item of sha256 must be a str"):
+        parse_request('{"type": "files", "id": "f", "sha256": [1]}')
+    with pytest.raises(ProtocolError, match="files: sha256 is 'ab'"):
+        parse_request('{"type": "files", "id": "f", "sha256": "ab"}')
 
 
 def test_unknown_fields_from_a_newer_peer_are_left_out():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from trnlens.agent.protocol import SCHEMA_VERSION
+
 from tests.ranks.conftest import IMBALANCED
 
 from .conftest import trnlens
@@ -37,7 +39,7 @@ def test_a_targets_nproc_per_node_is_used_and_json_has_the_ranks(tmp_path):
                    cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["schema_version"] == 4 and result["world_size"] == 2
+    assert result["schema_version"] == SCHEMA_VERSION and result["world_size"] == 2
     assert [r["rank"] for r in result["ranks"]] == [0, 1]
 
 

@@ -6,6 +6,7 @@ import json
 
 import jsonschema
 import torch
+from trnlens.agent.protocol import SCHEMA_VERSION
 from trnlens.cli.render import render_result
 from trnlens.results import schema
 
@@ -74,7 +75,7 @@ def test_profile_modules_all_keeps_every_module_in_the_json(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     jsonschema.validate(result, schema())
-    assert result["schema_version"] == 4
+    assert result["schema_version"] == SCHEMA_VERSION
     assert [m["name"] for m in result["modules"]] == ["net", "net.0", "net.1", "net.2", "net.2.0"]
     assert result["modules_rest"]["count"] == 0
 

@@ -7,12 +7,13 @@ it when the sample opens, as after any run."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
 from lsprotocol import types
 from trnlens.agent import sources
-from trnlens.libraries import rules
+from trnlens.libraries import rules, texts
 from trnlens.store import Store
 
 from tests.cli.conftest import REPO
@@ -181,3 +182,51 @@ async def test_a_real_run_puts_the_library_finding_on_the_calling_line(tmp_path)
         dispatches = [row["dispatches"] for row in answer["variants"]]
         assert dispatches[0] - dispatches[1] == 20 and answer["maxAbsDiff"][1] == 0.0
         assert f"; fixed TRN001 in LlamaRMSNorm {dispatches[1]:g} dispatches" in answer["message"]
+
+
+async def test_a_remote_runs_library_file_shows_its_figures_in_the_local_copy(
+    tmp_path, monkeypatch
+):
+    """A run on a remote host names the host's path (not on this machine); its agent sent the
+    file's text by digest (libraries/texts.py): the editor shows the run's figures in the local
+    copy, and the calling line's finding names where that copy is."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    host_path = "/srv/host-only/site-packages/transformers/models/llama/modeling_llama.py"
+    data = Path(modeling_llama()).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    copy = texts.keep(digest, host_path, data)
+    root = tmp_path / "project"
+    (root / "samples").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "demo"\n', "utf-8")
+    shutil.copy(REPO / SAMPLE, root / SAMPLE)
+    text = (root / SAMPLE).read_text("utf-8")
+    result = llama_result(host_path)
+    result["target"] = "trn2-dev"
+    result["function"]["source_hash"] = sources.source_hash(
+        text, sources.find_definition(text, "logits")
+    )
+    result["library_files"] = [
+        {"path": host_path, "library": {"name": "transformers", "version": "4.57.6"},
+         "sha256": digest, "bytes": len(data)},
+    ]  # fmt: skip
+    texts.attach(result)
+    assert result["library_copies"] == {host_path: str(copy)} and result["library_findings"]
+    with Store(root) as store:
+        store.add(result)
+    async with editor(root) as ed:
+        project_uri = ed.open(SAMPLE)
+        uri = _open_path(ed, str(copy))
+        hints = await ed.hints(uri, lines=200)
+        assert {h.position.line + 1: h.label for h in hints} == {
+            64: "2% · 100 µs · 5 dispatches",
+            65: "4% · 200 µs · 10 dispatches",
+            66: "6% · 300 µs · 15 dispatches",
+            67: "4% · 200 µs · 10 dispatches",
+        }
+        found = await ed.wait_for(
+            lambda: [
+                d for d in ed.diagnostics(project_uri, "TRN001") if d.source == "trnlens (library)"
+            ],
+            what="the library finding on the calling line",
+        )
+        assert f"in {host_path}:66 (on trn2-dev; its copy: {copy})" in found[0].message

@@ -10,6 +10,9 @@ Server -> agent:
   ``Cancel``    ``{"type": "cancel", "id"}``   stop that request as soon as possible
   ``Ping``      ``{"type": "ping", "id"}``     answered with ``pong`` (liveness)
   ``Shutdown``  ``{"type": "shutdown"}``       exit after the current request
+  ``Files``     ``{"type": "files", "id", "sha256": [...]}``  the library files a run executed,
+                by the digests its result gave them (libraryfiles/): a remote host's texts for
+                the server's static rules; answered with ``file-contents``, even during a run
 
 Agent -> server:
   ``Hello``          first line: ``schema_version``, ``agent_version``, ``pid``, ``python``, ...
@@ -18,6 +21,12 @@ Agent -> server:
   ``ResultMessage``  ``id``, ``result``: a result, or a comparison (``variants``, ``baseline``, ...)
   ``ErrorMessage``   ``id``, ``error``: ``{"kind", "type", "message", "path", "line", "traceback"}``
   ``Pong``           ``id``, ``pid``, ``busy``
+  ``FileContents``   ``id``, ``files``: ``[{"sha256", "data"}]`` (``data``: the bytes, zlib then
+                     base64) or ``[{"sha256", "error"}]`` (unknown digest, changed, too big)
+  ``ArtifactArchive`` right after a result whose request's options named ``artifacts_back`` (a
+                     run directory ``R`` whose ``R/artifacts`` the run wrote): ``id``, ``data``,
+                     that directory as a tar.gz, base64, ``R`` removed; or ``error`` (the server
+                     then fetches them another way). No round trip of its own (artifacts/)
 
 A request ends in one of OUTCOMES (:func:`outcome_of`): the server forwards it, with the progress
 state, to the editor (docs/lsp.md), so no reader ever classifies a run by its English words.
@@ -44,14 +53,15 @@ SCHEMA_VERSION = 4
 # its module swaps (agent/swaps.py).
 # 3: optional multi-rank fields (world_size, ranks, slowest_rank, rank_spread, collectives,
 #    stragglers, alignment, rank_timelines, dist_backend, nproc_per_node); error.rank.
-# 4 (issues 31, 32, 34): optional backward parts of lines, frames and modules (backward at its
-#    forward: agent/backward/); backend "xla" and an optional xla section (graphs, compilations,
+# 4 (issues 31, 32, 34), all optional: backward parts of lines, frames, modules and library
+#    findings (agent/backward/); backend "xla" and an xla section (graphs, compilations,
 #    recompiles with their cause and line, transfers, CPU fallbacks and forced executions at their
-#    lines, IR nodes per line), versions.torch_xla / pjrt_device; a notebook's cells.
-# 4 (issue 32, collectives): optional per-rank collective_exposed_per_step_us,
-#    collective_bytes_per_step, collective_bandwidth_gbps; per collective source, bytes_per_step,
-#    modules, buckets, per_rank exposed_per_step_us / bandwidth_gbps; rank_timelines' calls carry
-#    source, bytes, bucket, modules, exposed.
+#    lines, IR nodes per line), versions.torch_xla / pjrt_device; a notebook's cells; per-rank
+#    collective_exposed_per_step_us, collective_bytes_per_step, collective_bandwidth_gbps, per
+#    collective source, bytes_per_step, modules, buckets, per_rank exposed_per_step_us /
+#    bandwidth_gbps, rank_timelines' calls with source, bytes, bucket, modules, exposed;
+#    library_files[].sha256 and .bytes (a remote run's files, asked for by digest) and
+#    library_copies (the server's local copy of each remote library file it read).
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 AGENT_VERSION = "0.1.0"
 
@@ -63,6 +73,14 @@ RUN_DEFAULTS: dict[str, Any] = {
 BACKENDS = ("auto", "cpu", "cuda", "neuron", "xla")
 # auto: as-written when the function is a training step (steps.py), else inference.
 MODES = ("auto", "inference", "training", "as-written")
+
+# A library file bigger than this is neither hashed for, nor sent to, nor analysed by the server
+# (a generated blob, not model code): the run says so instead. A ``file-contents`` answer holds
+# at most FILES_BATCH_BYTES of raw file bytes; the server asks for the rest in further requests.
+LIBRARY_FILE_MAX_BYTES = 4_000_000
+FILES_BATCH_BYTES = 16_000_000
+# A run's artifacts bigger than this (compressed) are left for the target to fetch its own way.
+ARTIFACTS_MAX_BYTES = 32_000_000
 
 # A run's phases in order. "starting" is the server's (starting an agent, a warm daemon), before
 # the agent's first progress; the agent reports the others.
@@ -159,7 +177,29 @@ class Pong:
     type: ClassVar[str] = "pong"
 
 
-AgentMessage = Hello | Progress | ResultMessage | ErrorMessage | Pong
+@dataclass(frozen=True)
+class FileContents:
+    """The answer to ``files``: each asked digest with its file's bytes (zlib, then base64, in
+    ``data``) or an ``error`` saying why not."""
+
+    id: str | None
+    files: list[dict[str, Any]]
+    type: ClassVar[str] = "file-contents"
+
+
+@dataclass(frozen=True)
+class ArtifactArchive:
+    """A run's artifacts as a tar.gz (base64), or why not; sent unasked after its result."""
+
+    id: str | None
+    data: str | None = None
+    error: str | None = None
+    type: ClassVar[str] = "artifact-archive"
+
+
+AgentMessage = (
+    Hello | Progress | ResultMessage | ErrorMessage | Pong | FileContents | ArtifactArchive
+)
 
 
 # -- server -> agent
@@ -191,11 +231,21 @@ class Shutdown:
     type: ClassVar[str] = "shutdown"
 
 
-Request = Profile | Cancel | Ping | Shutdown
+@dataclass(frozen=True)
+class Files:
+    """The bytes of library files, named by the sha256 a run's ``library_files`` gave them."""
+
+    id: str | None
+    sha256: list[str]
+    type: ClassVar[str] = "files"
+
+
+Request = Profile | Cancel | Ping | Shutdown | Files
 _AGENT_MESSAGES: dict[str, type] = {
-    c.type: c for c in (Hello, Progress, ResultMessage, ErrorMessage, Pong)
+    c.type: c
+    for c in (Hello, Progress, ResultMessage, ErrorMessage, Pong, FileContents, ArtifactArchive)
 }
-_REQUESTS: dict[str, type] = {c.type: c for c in (Cancel, Ping, Shutdown)}
+_REQUESTS: dict[str, type] = {c.type: c for c in (Cancel, Ping, Shutdown, Files)}
 
 
 def outcome_of(message: ResultMessage | ErrorMessage) -> str:
@@ -262,7 +312,11 @@ _JSON_CHECKS: dict[str, tuple[type, ...]] = {
     "dict[str, Any]": (dict,),
     "str | None": (str, type(None)),
     "int | None": (int, type(None)),
+    "list[str]": (list,),
+    "list[dict[str, Any]]": (list,),
 }
+# What each element of a list field must be.
+_ITEM_CHECKS: dict[str, type] = {"list[str]": str, "list[dict[str, Any]]": dict}
 
 
 def _build(cls: type, obj: dict[str, Any]) -> Any:
@@ -280,6 +334,13 @@ def _build(cls: type, obj: dict[str, Any]) -> Any:
         allowed = _JSON_CHECKS.get(str(f.type), (object,))
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
             raise ProtocolError(f"{what}: {f.name} is {value!r}, expected {f.type}")
+        item = _ITEM_CHECKS.get(str(f.type))
+        if (
+            item is not None
+            and isinstance(value, list)
+            and not all(isinstance(v, item) for v in value)
+        ):
+            raise ProtocolError(f"{what}: every item of {f.name} must be a {item.__name__}")
         values[f.name] = value
     if cls is Progress and values["phase"] not in PHASES:
         raise ProtocolError(f"progress: unknown phase {values['phase']!r}")

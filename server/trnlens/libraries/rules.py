@@ -13,8 +13,9 @@ the figures that say what it cost::
     LlamaRMSNorm (transformers 4.57.6, modeling_llama.py:62) is a naive RMSNorm: 8 dispatches
     a call, 5 calls, 40 of 151 per step
 
-The files are read on this machine, so only runs of the local target get library findings: a
-remote host's site-packages may hold other versions (the caller decides, see ``jobs``).
+A local run's files are read where they are. A remote run's are read from the local cache of
+the texts its agent sent by digest (``texts.py``): a remote host's site-packages may hold other
+versions than this machine's, so its own files, never the same paths here, are analysed.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from trnlens.agent import sources
+from trnlens.agent.protocol import LIBRARY_FILE_MAX_BYTES
 from trnlens.analysis import Finding, analyse_source
 from trnlens.analysis.model import NOT_TIMED
 from trnlens.analysis.rules import SYNTAX_CODE
@@ -44,8 +47,11 @@ PHRASES = {
 MAX_FINDINGS = 50  # bounded like the frames and modules they come from
 MAX_CALLERS = 5
 # Library files bigger than this are not analysed (the engine's limit is far above any model
-# file; this keeps a run's post-processing short when a frame points into a generated blob).
-MAX_FILE_BYTES = 4_000_000
+# file; this keeps a run's post-processing short when a frame points into a generated blob). The
+# same bound says which files a remote agent sends (agent/protocol.py).
+MAX_FILE_BYTES = LIBRARY_FILE_MAX_BYTES
+# How a library file's bytes are read: ``path`` -> its bytes (None: unreadable or too big).
+Reader = Callable[[str], bytes | None]
 
 
 @dataclass(frozen=True)
@@ -80,14 +86,20 @@ class _Cache:
 _CACHE = _Cache()
 
 
-def analysed_file(path: str) -> AnalysedFile | None:
-    """The rules' findings in one file and its functions' spans; None when it cannot be read."""
+def read_local(path: str) -> bytes | None:
+    """A file of this machine, or None when unreadable or over the bound."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
     except OSError:
         return None
-    if len(data) > MAX_FILE_BYTES:
+    return data if len(data) <= MAX_FILE_BYTES else None
+
+
+def analysed_file(path: str, read: Reader = read_local) -> AnalysedFile | None:
+    """The rules' findings in one file and its functions' spans; None when it cannot be read."""
+    data = read(path)
+    if data is None or len(data) > MAX_FILE_BYTES:
         return None
     key = hashlib.sha256(data).hexdigest()
     cached = _CACHE.get(key)
@@ -108,19 +120,22 @@ def analysed_file(path: str) -> AnalysedFile | None:
     return found
 
 
-def attach(result: dict) -> None:
-    """Adds ``library_findings`` to a result whose attribution pass saw library code."""
+def attach(result: dict, read: Reader = read_local) -> None:
+    """Adds ``library_findings`` to a result whose attribution pass saw library code, its
+    library files read with ``read`` (this machine's by default)."""
     if result.get("error") or not (
         result.get("frames") or result.get("modules") or result.get("library_files")
     ):
         return
     digests: dict[str, str] = {}
-    result["library_findings"] = library_findings(result, digests)
+    result["library_findings"] = library_findings(result, digests, read)
     # What each library file held when it was read: the editor marks a file changed since stale.
     result["library_digests"] = digests
 
 
-def library_findings(result: dict, digests: dict[str, str] | None = None) -> list[dict]:
+def library_findings(
+    result: dict, digests: dict[str, str] | None = None, read: Reader = read_local
+) -> list[dict]:
     """The measured findings; ``digests`` gets each analysed file's sha256."""
     frames_by_file: dict[str, list[dict]] = defaultdict(list)
     libraries: dict[str, dict] = {}
@@ -143,7 +158,7 @@ def library_findings(result: dict, digests: dict[str, str] | None = None) -> lis
     totals = _Totals.of(result)
     found = []
     for path in sorted(files):
-        analysed = analysed_file(path)
+        analysed = analysed_file(path, read)
         if analysed is None:
             continue
         if digests is not None:

@@ -11,7 +11,9 @@ of a module class that ran carries a ``module-swap`` fix. Two uses:
   applied where the model is built; never into site-packages.
 
 The fixed method is re-derived from the library file as it is now (not taken from the stored
-run), so a library upgraded since the run is never patched with stale code.
+run), so a library upgraded since the run is never patched with stale code. A remote run's
+library files are on its host: there the text is the one its agent sent for the run (the
+local cache, ``texts.py``), and the measured comparison of outputs is what checks it still fits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterable
 
 from trnlens.analysis import Finding
 from trnlens.fixvariants import NoFix
+from trnlens.libraries import texts
 from trnlens.libraries.rules import analysed_file
 
 
@@ -33,13 +36,16 @@ def latest_function_run(store, path: str, qualname: str) -> dict | None:
     return None
 
 
-def current_fix(entry: dict) -> Finding | None:
-    """The library finding ``entry`` as the library file reads now, with its fix; None when the
-    file changed so that the finding or its fix is gone."""
+def current_fix(entry: dict, run: dict | None = None) -> Finding | None:
+    """The library finding ``entry`` (of ``run``) as the library file reads now, with its fix;
+    None when the file changed so that the finding or its fix is gone."""
     fix = entry.get("fix") or {}
     if fix.get("kind") != "module-swap":
         return None
-    analysed = analysed_file(str(entry.get("path")))
+    if run is not None and texts.is_remote(run):
+        analysed = analysed_file(str(entry.get("path")), texts.reader(run))
+    else:
+        analysed = analysed_file(str(entry.get("path")))
     if analysed is None:
         return None
     for finding in analysed.findings:
@@ -56,7 +62,7 @@ def swaps(run: dict) -> list[tuple[dict, dict]]:
     """(library finding, swap for the agent) for each fixable library finding of ``run``."""
     found, seen = [], set()
     for entry in run.get("library_findings") or []:
-        finding = current_fix(entry)
+        finding = current_fix(entry, run)
         if finding is None:
             continue
         swap = {

@@ -8,7 +8,8 @@ From a placed run's ``frames``, ``modules`` and ``library_findings`` (libraries/
   applied where the model is built (libraries/swap.py), never into the library;
 - hover of a calling line: its top library lines and modules, each with its share;
 - inlay hints in a library file opened after a run: each measured line's share, time and
-  dispatches, from every run placed on an open document that executed it.
+  dispatches, from every run placed on an open document that executed it (for a remote run, in
+  the local copy of the host's file, ``library_copies``: libraries/texts.py).
 
 Shares are of the run's attributed frame time (the frames plus the rest), the same figure for
 lines and modules. Nothing here reads a file: what a library file holds comes from its document.
@@ -70,6 +71,9 @@ def diagnostics(
                 if line is None:
                     continue
                 where = f"{entry['path']}:{entry['line']}"
+                copy = (data.get("library_copies") or {}).get(entry["path"])
+                if copy:  # a remote host's file: where its text can be read here
+                    where += f" (on {data.get('target')}; its copy: {copy})"
                 message = (
                     f"{entry['message']} (measured, {placement.result.qualname}, "
                     f"{format.age(data['created_at'])})\nin {where}: {entry.get('static_message')}"
@@ -84,7 +88,7 @@ def diagnostics(
     for other in others:
         for placement in _placements(other):
             for entry in placement.result.data.get("library_findings") or []:
-                if _resolved(Path(str(entry.get("path")))) != path:
+                if not _shows(placement, str(entry.get("path")), path):
                     continue
                 callers = ", ".join(f"{c['path']}:{c['line']}" for c in entry.get("callers") or [])
                 message = f"{entry['message']} (measured by a run of {placement.result.identity}"
@@ -190,7 +194,7 @@ def inlay_hints(
         for placement in _placements(other):
             total = attributed_us(placement.result.data)
             for frame in placement.result.data.get("frames") or []:
-                if frame.get("project") or _resolved(Path(str(frame.get("path")))) != path:
+                if frame.get("project") or not _shows(placement, str(frame.get("path")), path):
                     continue
                 line = int(frame.get("line") or 0) - 1
                 if 0 <= line < len(text_lines) and range_.start.line <= line <= range_.end.line:
@@ -219,6 +223,15 @@ def inlay_hints(
             )
         )
     return hints
+
+
+def _shows(placement: Placement, run_path: str, doc_path: str) -> bool:
+    """The open document is the run's library file ``run_path``: the file itself (a local run),
+    or the local copy of a remote host's file its agent sent (``library_copies``)."""
+    if _resolved(Path(run_path)) == doc_path:
+        return True
+    copy = (placement.result.data.get("library_copies") or {}).get(run_path)
+    return isinstance(copy, str) and _resolved(Path(copy)) == doc_path
 
 
 def _digest(text: str) -> str:

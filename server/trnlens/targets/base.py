@@ -4,8 +4,9 @@ A target answers, for :mod:`trnlens.jobs`:
 - ``command()`` / ``environment()``: how to start the agent (after ``await prepare()``);
 - ``await stage(payload, store)``: make the run's inputs reachable from the agent and return the
   payload as the agent must see it (paths on the target);
-- ``await collect(staged, outcome, store)``: bring the run's artifacts into the local store's
-  staging directory and map target paths in the outcome back to local ones;
+- ``await collect(staged, outcome, store, fetch)``: bring the run's artifacts into the local
+  store's staging directory and map target paths in the outcome back to local ones; ``fetch``
+  (the agent's own connection: run dir -> tar.gz bytes, or None) is tried first;
 - ``await discard(staged)``: remove what the run left on the target;
 - ``await kill(agent_pid_token)``: stop the agent's whole process group on the target.
 The local target does nothing in most of these: the agent already sees the project and writes

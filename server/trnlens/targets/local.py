@@ -50,7 +50,7 @@ class LocalTarget:
     async def stage(self, payload: dict, store) -> Staged:
         return Staged(payload)
 
-    async def collect(self, staged: Staged, outcome: Outcome, store) -> None:
+    async def collect(self, staged: Staged, outcome: Outcome, store, fetch=None) -> None:
         return None
 
     async def discard(self, staged: Staged) -> None:
