@@ -5,9 +5,12 @@ method's params; ``server.py`` registers them."""
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from lsprotocol import types
 
+from trnlens.lsp.context import Context
+from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.errors import guarded
 from trnlens.lsp.services import Services
 
@@ -65,6 +68,12 @@ def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None
         return
     # the text after the change, as the connection's workspace applied it
     doc.update(ctx.client.document_text(doc.uri), list(params.content_changes))
+    app.analysis.edited(doc.uri)
+    ctx.reparse(doc, functools.partial(_edited, ctx))  # off the loop; requests wait for it
+
+
+def _edited(ctx: Context, doc: ProfiledDocument) -> None:
+    """Once the edited text is parsed: what the edit changed, told to the client."""
     if doc.restore_matching():  # an Undo: the run that measured this text is shown again
         ctx.refresh_lenses()
         ctx.refresh_hints()
@@ -87,6 +96,7 @@ async def progress_cancel(app: Services, params: types.WorkDoneProgressCancelPar
 
 async def shutdown(app: Services, params: None) -> None:
     app.watching.stop()
+    app.analysis.close()
     await app.tunnels.close()  # before the ssh masters they may ride on
     await app.runs.close()
     app.ctx.close_stores()
