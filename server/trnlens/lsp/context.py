@@ -86,7 +86,8 @@ class Context:
         self._published: dict[str, int] = {}
         self._told: dict[Path, str] = {}  # settings problems already shown, by root
         self._opening: dict[str, asyncio.Event] = {}  # documents being parsed off the loop
-        self._reparsing: set[str] = set()  # documents whose edited text is parsed off the loop
+        # the documents whose edited text is parsed off the loop now (a reopened one is another)
+        self._reparsing: dict[str, ProfiledDocument] = {}
         self._deferred: dict[str, bool] = {}  # publishes asked for meanwhile (and their force)
         self._tasks: set[asyncio.Task] = set()
 
@@ -196,6 +197,16 @@ class Context:
             await ready.wait()
         return self.documents.get(uri)
 
+    async def reparsed(self, doc: ProfiledDocument, ready: asyncio.Event) -> None:
+        """For the document's open (``ready``, its event): when an edit came during the open,
+        waits for the edit's re-parse (see :meth:`reparse`), so that nothing parses it on the
+        loop."""
+        while not doc.parsed():
+            other = self._opening.get(doc.uri)
+            if other is None or other is ready or other.is_set():
+                return
+            await other.wait()
+
     def preparing(self, uri: str) -> bool:
         """Whether the document's text is being parsed off the loop (it publishes once done)."""
         ready = self._opening.get(uri)
@@ -206,9 +217,9 @@ class Context:
         re-parse is 30-170 ms of CPU, too long for the loop); requests on the document wait
         for it, then ``then(doc)`` runs on the loop. Edits that come meanwhile are parsed by
         the same task, one text after another, the last one last."""
-        if doc.uri in self._reparsing:
+        if self._reparsing.get(doc.uri) is doc:
             return  # the running task parses the newest text before it ends
-        self._reparsing.add(doc.uri)
+        self._reparsing[doc.uri] = doc
         ready = self.opening(doc.uri)
         task = asyncio.get_running_loop().create_task(self._reparse(doc, ready, then))
         self._tasks.add(task)
@@ -226,7 +237,8 @@ class Context:
         except Exception:
             log.exception("re-parsing %s failed", doc.uri)
         finally:
-            self._reparsing.discard(doc.uri)
+            if self._reparsing.get(doc.uri) is doc:
+                del self._reparsing[doc.uri]
             self.opened(doc.uri, ready)
 
     def close_document(self, uri: str) -> bool:

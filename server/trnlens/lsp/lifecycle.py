@@ -52,6 +52,7 @@ async def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> No
         if ctx.documents.get(doc.uri) is not doc:
             return  # closed (or reopened) meanwhile
         app.analysis.adopt(doc, prepared)
+        await ctx.reparsed(doc, ready)  # edited meanwhile: its re-parse, off the loop too
         ctx.load_stored(doc)
     finally:
         ctx.opened(doc.uri, ready)
