@@ -53,6 +53,8 @@ async def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> No
             return  # closed (or reopened) meanwhile
         app.analysis.adopt(doc, prepared)
         await ctx.reparsed(doc, ready)  # edited meanwhile: its re-parse, off the loop too
+        if ctx.documents.get(doc.uri) is not doc:
+            return
         ctx.load_stored(doc)
     finally:
         ctx.opened(doc.uri, ready)
