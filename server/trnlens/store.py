@@ -373,6 +373,11 @@ class Store:
 
         return sorted(found, key=order)
 
+    def qualnames(self, path: str) -> set[str]:
+        """The functions of ``path`` with a stored run (one query, not one per function)."""
+        rows = self._db.execute("SELECT DISTINCT qualname FROM runs WHERE path = ?", (path,))
+        return {r[0] for r in rows}
+
     def latest(self, path: str, qualname: str) -> dict | None:
         found = self.runs(path, qualname, limit=1)
         return found[0] if found else None

@@ -162,6 +162,14 @@ def _run_git(root: Path, args: list[str], stdin: str | None = None, ok=(0,)) -> 
     return done.stdout if done.returncode in ok else None
 
 
+def _stop_observer(observer: BaseObserver) -> None:
+    observer.stop()
+    try:
+        observer.join(timeout=5)
+    except RuntimeError:  # never started
+        pass
+
+
 class _Handler(FileSystemEventHandler):
     def __init__(self, watcher: WorkspaceWatcher):
         self.watcher = watcher
@@ -207,12 +215,23 @@ class WorkspaceWatcher:
 
     # -- life cycle
     def start(self) -> WorkspaceWatcher:
-        self._start_observer()
-        self._flusher = threading.Thread(target=self._flush_loop, name="trnlens-watch", daemon=True)
-        self._flusher.start()
+        """Starts watching. Slow on a big tree (watchdog walks it to add a watch per folder, a
+        second or more on a cold disk): the language server calls it in a worker thread, and
+        :meth:`stop` may come meanwhile, from another thread: then nothing is left running."""
+        observer: BaseObserver | None = self._new_observer()
+        with self._lock:
+            if not self._stopped.is_set():  # else stop() came during the walk: undo
+                self._observer, observer = observer, None
+                self._flusher = threading.Thread(
+                    target=self._flush_loop, name="trnlens-watch", daemon=True
+                )
+                self._flusher.start()
+        if observer is not None:
+            _stop_observer(observer)
         return self
 
-    def _start_observer(self) -> None:
+    def _new_observer(self) -> BaseObserver:
+        """A started observer on the root (the caller keeps it)."""
         observer = PollingObserver(timeout=1.0) if self.polling else Observer()
         try:
             observer.schedule(_Handler(self), str(self.root), recursive=True)
@@ -222,20 +241,17 @@ class WorkspaceWatcher:
             observer = PollingObserver(timeout=2.0)
             observer.schedule(_Handler(self), str(self.root), recursive=True)
             observer.start()
-        self._observer = observer
+        return observer
 
     def stop(self) -> None:
-        self._stopped.set()
         with self._wake:
+            self._stopped.set()
             self._wake.notify_all()
-        if self._observer is not None:
-            self._observer.stop()
-            try:
-                self._observer.join(timeout=5)
-            except RuntimeError:
-                pass
-        if self._flusher is not None and self._flusher is not threading.current_thread():
-            self._flusher.join(timeout=5)
+            observer, flusher = self._observer, self._flusher
+        if observer is not None:
+            _stop_observer(observer)
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join(timeout=5)
 
     # -- events (observer thread)
     def _event(self, event: FileSystemEvent) -> None:
@@ -350,7 +366,7 @@ class WorkspaceWatcher:
         self.stats["restarts"] += 1
         with_since = time.time()
         try:
-            self._start_observer()
+            self._observer = self._new_observer()  # the flush loop holds the lock here
         except OSError as exc:
             log.warning("watch: cannot watch %s: %s", self.root, exc)
             return

@@ -187,7 +187,9 @@ async def test_edits_are_analysed_once_typing_pauses():
     service = server.service = AnalysisService(server, None)  # type: ignore[arg-type]  # a fake context, no runs
     doc = _doc(MODEL)
     server.documents[doc.uri] = doc
-    assert [d.code for d in service.provider(doc, Settings())] == ["TRN001"]  # open: at once
+    # open: analysed in a worker thread (lifecycle.did_open), then published
+    service.adopt(doc, await asyncio.to_thread(service.prepare, doc.text, doc.relpath, Settings()))
+    assert [d.code for d in service.provider(doc, Settings())] == ["TRN001"]
     before = service.current(doc)
     for step in range(3):  # keystrokes: the previous findings stand, one analysis is pending
         doc.text = MODEL.replace("return x * torch.rsqrt", "return x / torch.rsqrt") + "#" * step

@@ -4,9 +4,11 @@ preparation, publishing says only what changed, stores are made only for runs.""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 from lsprotocol import types
+from trnlens.lsp import documents
 from trnlens.lsp.context import Context
 
 
@@ -68,3 +70,31 @@ def test_a_store_is_made_only_for_a_run(tmp_path):
     store = ctx.run_store(tmp_path)
     assert ctx.store(tmp_path) is store and (tmp_path / ".trnlens" / "runs.sqlite").exists()
     ctx.close_stores()
+
+
+async def test_an_edited_text_is_parsed_off_the_loop_and_published_once_parsed(
+    tmp_path, monkeypatch
+):
+    ctx, client, uri = context(tmp_path)
+    doc = ctx.add_document(uri, "def f():\n    pass\n")
+    assert doc is not None
+    ctx.diagnostics.register("one", lambda doc, settings: [types.Diagnostic(
+        types.Range(types.Position(0, 0), types.Position(0, 1)), "x")])  # fmt: skip
+    loop_thread = threading.get_ident()
+    parsed_in: list[int] = []
+    real = documents.analyse
+    edited: list[str] = []
+
+    def analyse(text):
+        parsed_in.append(threading.get_ident())
+        return real(text)
+
+    monkeypatch.setattr(documents, "analyse", analyse)  # which thread made the parse
+    doc.update("def f():\n    pass\n\n\ndef g():\n    pass\n", [{"text": "x"}])
+    ctx.reparse(doc, lambda d: (edited.append(d.text), ctx.publish(d.uri)))
+    ctx.publish(uri, force=True)  # meanwhile: deferred until the parse is in
+    assert client.published == [] and ctx.preparing(uri)
+    assert await asyncio.wait_for(ctx.document(uri), 5) is doc  # waits for the parse
+    assert parsed_in and loop_thread not in parsed_in
+    assert doc.parsed() and set(doc.analysis().symbols) == {"f", "g"}
+    assert edited == [doc.text] and client.published == [(uri, 1)]  # once, forced

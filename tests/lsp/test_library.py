@@ -30,8 +30,15 @@ def _project(tmp_path):
     (root / "samples").mkdir(parents=True)
     (root / "pyproject.toml").write_text('[project]\nname = "demo"\n', "utf-8")
     shutil.copy(REPO / SAMPLE, root / SAMPLE)
+    store_sample_run(root)
+    return root
+
+
+def store_sample_run(root: Path, modeling: str | None = None) -> None:
+    """Stores the tiny Llama sample's run (its library frames in ``modeling``, the installed
+    modeling_llama.py by default) in the project at ``root``."""
     text = (root / SAMPLE).read_text("utf-8")
-    result = llama_result()
+    result = llama_result(modeling)
     result["function"]["source_hash"] = sources.source_hash(
         text, sources.find_definition(text, "logits")
     )
@@ -43,7 +50,6 @@ def _project(tmp_path):
     assert result["library_findings"]
     with Store(root) as store:
         store.add(result)
-    return root
 
 
 async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix(tmp_path):

@@ -19,7 +19,11 @@ def guarded(tmp_path: Path, body: str) -> str:
     """Runs ``body`` (inside ``async def main()``) under the guard; returns its findings."""
     log = tmp_path / "stalls.log"
     log.write_text("")
-    code = "import asyncio, os, subprocess, time\n\n\nasync def main():\n"
+    # concurrent.futures.thread: what asyncio.to_thread imports on first use (the server imports
+    # it up front; a first import on the loop is a finding of its own)
+    code = (
+        "import asyncio, concurrent.futures.thread, os, subprocess, time\n\n\nasync def main():\n"
+    )
     code += textwrap.indent(textwrap.dedent(body), "    ") + "\n\nasyncio.run(main())\n"
     done = subprocess.run(
         [*GUARD, code], capture_output=True, text=True, timeout=60,
@@ -62,6 +66,7 @@ def test_a_cpu_stall_is_reported(tmp_path):
         """,
     )
     assert "held the event loop for" in found and "of CPU" in found, found
+    assert ", in spin\n" in found.split("where its time went")[1], found  # the sampled stack
 
 
 def test_the_same_work_in_a_thread_or_awaited_is_not_reported(tmp_path):
@@ -76,3 +81,16 @@ def test_the_same_work_in_a_thread_or_awaited_is_not_reported(tmp_path):
         """,
     )
     assert found == ""
+
+
+def test_a_first_import_on_the_loop_is_reported_and_one_in_a_thread_is_not(tmp_path):
+    found = guarded(
+        tmp_path,
+        """
+        await asyncio.to_thread(__import__, "xml.dom.minidom")  # a worker thread: not reported
+        import wave  # on the loop: the first time, from disk
+        import wave  # noqa: F811 (the second is a dict lookup: not reported)
+        """,
+    )
+    assert found.count("blocking call on the event loop: a first import of wave") == 1, found
+    assert "xml" not in found, found

@@ -67,3 +67,22 @@ def test_an_edit_reparses_only_its_block(monkeypatch):
     edited = text.replace("return x + 7\n", "return x * 7\n")
     assert [d.qualname for _, d in outline(edited).definitions] == [f"f{i}" for i in range(50)]
     assert parsed == ["def f7(x):\n    return x * 7\n\n\n"]
+
+
+def test_a_big_text_that_does_not_parse_is_never_parsed_whole(monkeypatch):
+    """Over WHOLE_PARSE_MAX_LINES a text whose blocks do not parse raises without a whole-text
+    parse (one call holding the interpreter beside the server's loop); under it, as before."""
+    from trnlens.lsp import outline as module
+
+    block = "def f{n}(x):\n    return x * 2\n\n\n"
+    text = "".join(block.format(n=n) for n in range(module.WHOLE_PARSE_MAX_LINES // 4 + 10))
+    text += "y = foo(1,\n" + block.format(n="_last")
+    parsed: list[str] = []
+    monkeypatch.setattr(sources, "parse", lambda t: parsed.append(t) or ast.parse(t))
+    with pytest.raises(SyntaxError):
+        outline(text)
+    assert text not in parsed
+    monkeypatch.setattr(module, "WHOLE_PARSE_MAX_LINES", 10**9)
+    with pytest.raises(SyntaxError):
+        outline(text)
+    assert text in parsed

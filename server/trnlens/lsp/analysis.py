@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,11 @@ class AnalysisService:
         self.runs = runs
         self._cache: dict[str, Analysed] = {}
         self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._running: set[str] = set()  # documents analysed in a worker thread now
+        self._again: set[str] = set()  # ... and asked for again meanwhile
+        self._tasks: set[asyncio.Task] = set()
+        # One thread: analyses end (and publish) in the order they were asked for.
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="analysis")
         self.comparisons: dict[tuple[str, str], Comparison] = {}
 
     # -- findings
@@ -166,22 +172,43 @@ class AnalysisService:
         if analysed.text == doc.text:
             self._cache[doc.uri] = analysed
 
-    def provider(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
-        """The diagnostics hub's provider: analyses on open and on settings changes at once,
-        and after edits once they pause (the previous findings stand meanwhile)."""
+    async def analysed(self, doc: ProfiledDocument) -> Analysed:
+        """The findings of the document's text now, analysed in a worker thread if they are
+        not cached (for requests that need them exact: a quick fix edits by their positions)."""
+        settings = self.ctx.config.settings_for(doc.root)
         cached = self._cache.get(doc.uri)
-        if (
-            cached is not None
-            and cached.rules == _rules(settings)
-            and cached.text != doc.text
-            and self._debounce(doc.uri)
-        ):
-            analysed = cached
+        if cached is not None and cached.rules == _rules(settings) and cached.text == doc.text:
+            return cached
+        text = doc.text
+        analysed = await asyncio.to_thread(analyse_text, text, doc.relpath, settings)
+        if doc.text is text and self.ctx.documents.get(doc.uri) is doc:
+            self._cache[doc.uri] = analysed
+        return analysed
+
+    def provider(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
+        """The diagnostics hub's provider. On the loop it never analyses: the document's open
+        analysed it in a worker thread; after edits (once they pause) and settings changes (at
+        once) a worker thread analyses again, the previous findings standing meanwhile, and
+        publishes (a 50,000-line file's analysis is seconds of CPU)."""
+        cached = self._cache.get(doc.uri)
+        if cached is None or cached.rules != _rules(settings) or cached.text != doc.text:
+            delay = DEBOUNCE_S if cached is not None and cached.rules == _rules(settings) else 0
+            if doc.uri in self._pending or doc.uri in self._running:
+                analysed = cached or Analysed(doc.text, _rules(settings), [])  # asked already
+            elif self._debounce(doc.uri, delay):
+                analysed = cached or Analysed(doc.text, _rules(settings), [])
+            else:  # no loop (a unit test): analyse now
+                analysed = self.current(doc, settings)
         else:
-            analysed = self.current(doc, settings)
+            analysed = cached
         return [self.diagnostic(doc, analysed, f, settings) for f in analysed.findings]
 
-    def _debounce(self, uri: str) -> bool:
+    def edited(self, uri: str) -> None:
+        """An edit: the document is analysed once edits pause. Scheduled as the edit comes
+        (not once its parse is in), so that analyses run in the order of the edits."""
+        self._debounce(uri)
+
+    def _debounce(self, uri: str, delay: float = DEBOUNCE_S) -> bool:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -189,28 +216,57 @@ class AnalysisService:
         handle = self._pending.pop(uri, None)
         if handle is not None:
             handle.cancel()
-        self._pending[uri] = loop.call_later(DEBOUNCE_S, self._settled, uri)
+        self._pending[uri] = loop.call_later(delay, self._settled, uri)
         return True
 
     def _settled(self, uri: str) -> None:
         self._pending.pop(uri, None)
+        if uri in self._running:  # one analysis of a document at a time: the next follows it
+            self._again.add(uri)
+            return
         doc = self.ctx.documents.get(uri)
         if doc is None:
             return
+        self._running.add(uri)
+        task = asyncio.get_running_loop().create_task(self._analyse(doc))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _analyse(self, doc: ProfiledDocument) -> None:
+        uri = doc.uri
         try:
             before = self._cache.get(uri)
-            now = self.current(doc)
-            self.ctx.publish(uri)
+            settings = self.ctx.config.settings_for(doc.root)
+            now = await asyncio.get_running_loop().run_in_executor(
+                self._worker, analyse_text, doc.text, doc.relpath, settings
+            )
+            if self.ctx.documents.get(uri) is not doc:
+                return
+            self._cache[uri] = now  # of a text at most as old as the edits: better than before
+            self.ctx.publish(uri)  # (a newer text asks again, DEBOUNCE_S after its edit)
             if before is None or _fused(before) != _fused(now):
                 self.ctx.refresh_lenses()  # a Compare lens comes or goes with the findings
         except Exception:
             log.exception("analysing %s failed", uri)
+        finally:
+            self._running.discard(uri)
+            if uri in self._again:
+                self._again.discard(uri)
+                self._debounce(uri, 0)
 
     def forget(self, uri: str) -> None:
         self._cache.pop(uri, None)
         handle = self._pending.pop(uri, None)
         if handle is not None:
             handle.cancel()
+
+    def close(self) -> None:
+        """At shutdown: no debounced analysis may publish once the client has gone (pygls then
+        reports the closed pipe by trying to send again, a second of CPU on the loop)."""
+        for handle in self._pending.values():
+            handle.cancel()
+        self._pending.clear()
+        self._worker.shutdown(wait=False, cancel_futures=True)
 
     def forget_comparisons(self, uri: str | None = None) -> None:
         """Forgets the finished comparisons of one document, or of every document."""
@@ -252,12 +308,10 @@ class AnalysisService:
         structure = doc.analysis()
         if structure is None:
             return []
-        cached = self._cache.get(doc.uri)
-        if cached is not None and doc.uri in self._pending:
-            analysed = cached  # typing: the findings of the text before, until it pauses
-        else:
-            analysed = self.current(doc)
-        found = []
+        analysed = self._cache.get(doc.uri)
+        if analysed is None:  # being analysed off the loop: lenses are refreshed once done
+            return []
+        found = []  # while typing: the findings of the text before, until it pauses
         for qualname in _fused(analysed):
             symbol = structure.symbols.get(qualname)
             line = structure.header_line_now(symbol) if symbol else None
@@ -299,6 +353,9 @@ class AnalysisService:
         self, uri: str, qualname: str, target: str | None = None, code: str | None = None
     ) -> dict:
         """Runs original, fixed and compiled; answers once the run is over."""
+        doc = self.ctx.documents.get(uri)
+        if doc is not None:
+            await self.analysed(doc)  # off the loop: make_variants then reads the cache
 
         def make_variants(path) -> list[dict]:
             doc = self.ctx.documents.get(uri)

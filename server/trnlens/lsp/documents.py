@@ -112,6 +112,14 @@ def analyse(text: str) -> Analysis:
     return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors, modules)
 
 
+def parse_or_none(text: str) -> Analysis | None:
+    """:func:`analyse`, None when the text does not parse (for a worker thread)."""
+    try:
+        return analyse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
 def _module_classes(definitions: list[Definition]) -> set[str]:
     """Qualnames of classes deriving from ``nn.Module`` (directly or through a class here)."""
     classes = {d.qualname: d.bases for d in definitions if d.kind == "class"}
@@ -195,6 +203,18 @@ class ProfiledDocument:
             except (SyntaxError, ValueError):
                 pass  # keep the last good parse: its anchors have followed the edits
         return self._analysis
+
+    def parsed(self) -> bool:
+        """Whether the text now has been parsed (:meth:`analysis` then costs nothing)."""
+        return self._analysed_text is self.text
+
+    def adopt_parse(self, text: str, analysis: Analysis | None) -> None:
+        """Takes the parse of ``text`` made in a worker thread (None: it does not parse, the
+        last good parse stays), when ``text`` is still the document's."""
+        if text is self.text:
+            self._analysed_text = text
+            if analysis is not None:
+                self._analysis = analysis
 
     def adopt(self, analysis: Analysis) -> bool:
         """Takes a parse made elsewhere (a worker thread) when it is of the current text."""

@@ -39,7 +39,9 @@ async def code_lens(app: Services, params: types.CodeLensParams) -> list[Any]:
     pending = app.runs.pending(doc.uri)
     # JSON dicts from the cache (see lsp/wire.py): unchanged lenses are not rebuilt.
     ranks = target_nproc(settings.targets.get(settings.target), strict=False)
-    profile = app.lenses.lenses(doc, settings.target, settings.lens_placement, pending, ranks)
+    profile = await app.lenses.lenses_off_loop(
+        doc, settings.target, settings.lens_placement, pending, ranks
+    )
     # The report lens first: clients that key lenses by function keep the Profile lens.
     return JsonLenses(guarded([])(run_report.code_lenses)(doc) + compare + profile)
 
@@ -58,6 +60,7 @@ async def code_action(app: Services, params: types.CodeActionParams) -> list[typ
     doc = await app.ctx.document(params.text_document.uri)
     if doc is None:
         return []
+    await app.analysis.analysed(doc)  # off the loop: actions.code_actions reads the cache
     return (
         missing_inputs.code_actions(doc, params)
         + actions.code_actions(app.analysis, doc, params)

@@ -5,9 +5,11 @@ method's params; ``server.py`` registers them."""
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from lsprotocol import types
 
+from trnlens.lsp.context import Context
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.errors import guarded
 from trnlens.lsp.services import Services
@@ -55,6 +57,9 @@ async def prepare_and_publish(app: Services, doc: ProfiledDocument) -> None:
         if ctx.documents.get(doc.uri) is not doc:
             return  # closed (or reopened) meanwhile
         app.analysis.adopt(doc, prepared)
+        await ctx.reparsed(doc, ready)  # edited meanwhile: its re-parse, off the loop too
+        if ctx.documents.get(doc.uri) is not doc:
+            return
         ctx.load_stored(doc)
     finally:
         ctx.opened(doc.uri, ready)
@@ -75,8 +80,14 @@ def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None
 
 
 def after_edit(app: Services, doc: ProfiledDocument) -> None:
-    """What an edit (of a file, or of a notebook's cells) changes on the client's side."""
-    ctx = app.ctx
+    """What an edit (of a file, or of a notebook's cells) changes: its re-parse off the loop
+    (requests wait for it), then what the edit changed, told to the client."""
+    app.analysis.edited(doc.uri)
+    app.ctx.reparse(doc, functools.partial(_edited, app.ctx))
+
+
+def _edited(ctx: Context, doc: ProfiledDocument) -> None:
+    """Once the edited text is parsed: what the edit changed, told to the client."""
     if doc.restore_matching():  # an Undo: the run that measured this text is shown again
         ctx.refresh_lenses()
         ctx.refresh_hints()
@@ -102,6 +113,7 @@ async def progress_cancel(app: Services, params: types.WorkDoneProgressCancelPar
 
 async def shutdown(app: Services, params: None) -> None:
     app.watching.stop()
+    app.analysis.close()
     await app.tunnels.close()  # before the ssh masters they may ride on
     await app.runs.close()
     app.ctx.close_stores()

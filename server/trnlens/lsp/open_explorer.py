@@ -41,9 +41,11 @@ async def open_explorer(
     ctx: Context, runs: Runs, tunnels: Tunnels, arg: ExplorerArgument
 ) -> dict[str, Any]:
     """-> {url, apiUrl, displayNames, tunnelReused, message}."""
-    from trnlens.explorer import launch
-    from trnlens.explorer.tunnel import API_PORT, UI_PORT, ExplorerError, Ports
-    from trnlens.targets.ssh import TargetError
+    # The explorer's modules load on the first opening, in a worker thread: a first import
+    # reads files, a wait for the disk on a machine that sat idle (issue 30).
+    launch, tunnel, ssh = await asyncio.to_thread(_explorer_modules)
+    API_PORT, UI_PORT, ExplorerError = tunnel.API_PORT, tunnel.UI_PORT, tunnel.ExplorerError  # noqa: N806
+    Ports, TargetError = tunnel.Ports, ssh.TargetError  # noqa: N806
 
     uri, qualname, run_id = arg.uri, arg.qualname, arg.run_id
     root, relpath = ctx.root_and_relpath(ctx.path_of(uri)) if uri else (None, None)
@@ -86,3 +88,10 @@ async def open_explorer(
         "tunnelReused": opened.tunnel_reused,
         "message": opened.message,
     }
+
+
+def _explorer_modules() -> tuple[Any, Any, Any]:
+    from trnlens.explorer import launch, tunnel
+    from trnlens.targets import ssh
+
+    return launch, tunnel, ssh

@@ -79,6 +79,11 @@ class _Blocks:
 
 
 _BLOCKS = _Blocks()
+# Above this many lines a text whose blocks do not parse is not parsed whole to find out why: the
+# parser holds the interpreter for the whole call (a 50,000-line module: about 1 s), and the
+# parse runs in a worker thread beside the server's event loop, which it would starve. Such a
+# text (a syntax error while typing) keeps its last good parse, as any text that does not parse.
+WHOLE_PARSE_MAX_LINES = 2_000
 
 
 def outline(text: str) -> Outline:
@@ -99,6 +104,8 @@ def outline(text: str) -> Outline:
             if block is not None:
                 break
         else:
+            if len(lines) > WHOLE_PARSE_MAX_LINES:  # see WHOLE_PARSE_MAX_LINES
+                raise SyntaxError(f"line {starts[i] + 1}: no block from here parses")
             return _whole(text)
         found.extend((starts[i], d) for d in block.definitions)
         names |= block.torch_names

@@ -17,7 +17,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from trnlens import __version__
+from trnlens import __version__, results
 from trnlens.lsp import actions, commands, handlers, lifecycle, notebooks, services, wire
 from trnlens.lsp.client import LspClient
 from trnlens.lsp.errors import CommandError
@@ -35,6 +35,7 @@ class TrnlensServer(LanguageServer):
 
 
 def create_server() -> TrnlensServer:
+    _warm_up()
     server = TrnlensServer()
     app = server.services
 
@@ -63,6 +64,15 @@ def create_server() -> TrnlensServer:
     for name, command in commands.HANDLERS.items():
         server.command(name)(_command(name, command, app))
     return server
+
+
+def _warm_up() -> None:
+    """Loads now, before the event loop runs, what the first requests would otherwise load on
+    it: the result schema (a file read, on the first stored run placed) and the UTF-16 codec
+    (a module import, on the first range measured). On a machine that sat idle each is a wait
+    for the disk (the tests' loop guard reports a first import on the loop)."""
+    results.schema()
+    "".encode("utf-16-le")
 
 
 def _bind(handler: Callable[..., Any], app: services.Services) -> Callable[..., Any]:

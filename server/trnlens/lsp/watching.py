@@ -37,9 +37,13 @@ from trnlens.lsp.runs import Runs
 from trnlens.lsp.stored import latest_profile
 from trnlens.results import Result, SchemaMismatch
 from trnlens.settings import Settings
+from trnlens.store import Store, StoreError
 from trnlens.watch import Batch, WorkspaceWatcher
 
 log = logging.getLogger(__name__)
+# What the watcher's thread read of new runs: the store's new rows, and the latest profile of
+# each of their functions, parsed (None: none, or not readable).
+NewRuns = tuple[list[tuple[int, str, str, str]], dict[tuple[str, str], Result | None]]
 
 STALE_CHANGED = "trnlens/staleChanged"
 HISTORY_WORKERS = 2  # git processes at once for lens histories
@@ -102,12 +106,20 @@ class Watching:
             return
         store = self.ctx.store(root)
         self.cursors[root] = store.last_rowid() if store else 0
+        watcher = self.watchers[root] = WorkspaceWatcher(root, lambda b: self._from_thread(root, b))
+        # watchdog's start walks the whole tree to add a watch per folder: 0.3-0.6 s of CPU on
+        # the loop when a library file's root was a project with its .venv (issue 30)
+        task = self.loop.create_task(self._start(root, watcher))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, root: Path, watcher: WorkspaceWatcher) -> None:
         try:
-            self.watchers[root] = WorkspaceWatcher(root, lambda b: self._from_thread(root, b))
-            self.watchers[root].start()
+            await asyncio.to_thread(watcher.start)
         except Exception:
             log.exception("cannot watch %s", root)
-            self.watchers.pop(root, None)
+            if self.watchers.get(root) is watcher:
+                del self.watchers[root]
 
     def stop(self) -> None:
         for watcher in self.watchers.values():
@@ -130,7 +142,38 @@ class Watching:
             prepared = self._prepare(root, path, settings)
             if prepared is not None:
                 self.loop.call_soon_threadsafe(self._apply_file, root, *prepared)
-        self.loop.call_soon_threadsafe(self._apply_batch, root, batch)
+        picked = None
+        if batch.results or batch.store_changed:
+            picked = self._read_new_runs(root, batch.results)
+        self.loop.call_soon_threadsafe(self._apply_batch, root, batch, picked)
+
+    def _read_new_runs(self, root: Path, run_ids: set[str]) -> NewRuns | None:
+        """The watcher's thread: runs stored since we last looked (by any process), read and
+        parsed here, on this thread's own store connection (a real run's result is 0.1-1 MB of
+        JSON: 55 ms of the loop on a cold machine, issue 30). None: no store there."""
+        if not (root / ".trnlens" / "runs.sqlite").exists():
+            return None
+        try:
+            with Store(root) as store:
+                for run_id in sorted(run_ids):
+                    store.adopt(run_id)
+                rows = store.rows_after(self.cursors.get(root, 0))
+                latest: dict[tuple[str, str], Result | None] = {}
+                for _, _, path, qualname in rows:
+                    if (path, qualname) in latest:
+                        continue
+                    found = latest_profile(store, path, qualname)  # not a comparison's variant
+                    latest[(path, qualname)] = None
+                    if found is None:
+                        continue
+                    try:
+                        latest[(path, qualname)] = Result.parse(found)
+                    except SchemaMismatch as exc:
+                        log.warning("ignoring run %s: %s", found.get("run_id"), exc)
+        except (StoreError, OSError):
+            log.exception("watch: cannot read the runs of %s", root)
+            return None
+        return rows, latest
 
     def _prepare(self, root: Path, path: Path, settings: Settings):
         uri = from_fs_path(str(path))
@@ -186,11 +229,11 @@ class Watching:
                 {"uri": uri, "path": relpath, "stale": sorted(stale), "fresh": sorted(fresh)},
             )
 
-    def _apply_batch(self, root: Path, batch: Batch) -> None:
+    def _apply_batch(self, root: Path, batch: Batch, picked: NewRuns | None = None) -> None:
         try:
             self._apply_deleted(root, batch.deleted)
-            if batch.results or batch.store_changed:
-                self.pick_up_runs(root, batch.results)
+            if picked is not None:
+                self._place_new_runs(root, *picked)
         except Exception:
             log.exception("applying a watch batch on %s failed", root)
 
@@ -219,12 +262,14 @@ class Watching:
 
     def pick_up_runs(self, root: Path, run_ids: frozenset[str] | set[str] = frozenset()) -> int:
         """Places runs stored since we last looked (by any process) on open documents."""
-        store = self.ctx.store(root)
-        if store is None:
-            return 0
-        for run_id in sorted(run_ids):
-            store.adopt(run_id)
-        rows = store.rows_after(self.cursors.get(root, 0))
+        picked = self._read_new_runs(root, set(run_ids))
+        return self._place_new_runs(root, *picked) if picked is not None else 0
+
+    def _place_new_runs(
+        self, root: Path, rows: list[tuple[int, str, str, str]], latest: dict
+    ) -> int:
+        """On the loop: places what :meth:`_read_new_runs` read on the open documents."""
+        rows = [row for row in rows if row[0] > self.cursors.get(root, 0)]
         if not rows:
             return 0
         self.cursors[root] = rows[-1][0]
@@ -237,15 +282,11 @@ class Watching:
             for path, qualname in newest:
                 if path != doc.relpath or self.runs.job_state(doc.uri, qualname):
                     continue  # another file, or our own run still being placed by its job
-                found = latest_profile(store, path, qualname)  # not a comparison's variant
+                found = latest.get((path, qualname))
                 placed = doc.placements.get(qualname)
-                if found is None or (placed and placed.result.run_id == found["run_id"]):
+                if found is None or (placed and placed.result.run_id == found.run_id):
                     continue
-                try:
-                    doc.place(Result.parse(found))
-                except SchemaMismatch as exc:
-                    log.warning("ignoring run %s: %s", found.get("run_id"), exc)
-                    continue
+                doc.place(found)
                 touched.add(doc.uri)
         if touched:
             self.ctx.refresh_lenses()
