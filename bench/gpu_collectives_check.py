@@ -50,7 +50,12 @@ def main() -> None:
         step()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=acts, record_shapes=False) as prof:
+    # a schedule, as the agent's passes have: without one no ProfilerStep ranges are recorded
+    # and the reading finds no steps to put the calls in (the first H200 run: "steps: 0")
+    plan = torch.profiler.schedule(wait=0, warmup=0, active=3)
+    with torch.profiler.profile(
+        activities=acts, record_shapes=False, schedule=plan, acc_events=True
+    ) as prof:
         for _ in range(3):
             step()
             torch.cuda.synchronize()
