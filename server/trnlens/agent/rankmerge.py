@@ -124,22 +124,33 @@ def _median(values) -> float:
     return statistics.median(values) if values else 0.0
 
 
+def _median_step(per_step: list[tuple]) -> tuple:
+    """The step whose wall time is the median (the lower middle one of an even count): its wall,
+    collectives and wait are read together, so that busy = wall − wait holds in the row (the
+    medians of each column taken apart need not subtract)."""
+    if not per_step:
+        return (0.0, 0.0, 0.0)
+    ordered = sorted(per_step, key=lambda s: s[0])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def _rank_row(r: dict, calls: dict, steps: int) -> dict:
-    """Medians over the profiled steps, all read from this rank's profile (one clock): the
+    """The rank's median step by wall time, read from this rank's profile (one clock): the
     step's span (ProfilerStep), its time in collectives, its wait, and wall minus wait."""
     per_step = _per_step(r, calls, _waits(calls), steps)
+    wall, inside, waiting = _median_step(per_step)
     timing = r.get("timing") or {}
     return {
         "rank": r["rank"],
         "local_rank": r.get("local_rank", r["rank"]),
         "host": r.get("host"),
-        "wall_time_per_step_us": _median(w for w, _, _ in per_step),
+        "wall_time_per_step_us": wall,
         "cpu_time_per_step_us": r.get("cpu_time_per_step_us"),
         "device_time_per_step_us": r.get("device_time_per_step_us"),
         "dispatches_per_step": r.get("dispatches_per_step"),
-        "collective_time_per_step_us": _median(c for _, c, _ in per_step),
-        "collective_wait_per_step_us": _median(x for _, _, x in per_step),
-        "busy_time_per_step_us": _median(w - x for w, _, x in per_step),
+        "collective_time_per_step_us": inside,
+        "collective_wait_per_step_us": waiting,
+        "busy_time_per_step_us": wall - waiting,
         "timing_median_us": timing.get("median_us"),
         # CUDA: communication kernels overlapped by compute, and the exposed rest (overlap.py)
         **((r.get("rank_timeline") or {}).get("overlap") or {}),

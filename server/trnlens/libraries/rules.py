@@ -244,7 +244,7 @@ def _measured(
     of_total = f" of {_number(totals.dispatches)}" if totals.dispatches else ""
     if calls:
         cost = (
-            f"{_number(dispatches / calls)} dispatches a call, {_number(calls)} calls, "
+            f"{_plural(dispatches / calls, 'dispatch')} a call, {_plural(calls, 'call')}, "
             f"{_number(dispatches)}{of_total} per step"
         )
     else:
@@ -328,3 +328,9 @@ def _number(value: float | None) -> str:
     if value is None:
         return "?"
     return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
+
+
+def _plural(n: float, noun: str) -> str:
+    """``1 call``, ``5 calls``, ``1.5 dispatches``: the noun agrees with the figure."""
+    plural = noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
+    return f"{_number(n)} {noun if _number(n) == '1' else plural}"

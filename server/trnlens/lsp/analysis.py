@@ -30,7 +30,7 @@ from lsprotocol import types
 
 from trnlens import speedup
 from trnlens.analysis import Finding, Location, analyse_source
-from trnlens.fixvariants import NoFix, fix_variants
+from trnlens.fixvariants import NoFix, compiled_variants, fix_variants
 from trnlens.libraries.swap import swap_variants
 from trnlens.lsp import compiled, format
 from trnlens.lsp import measured as measured_findings
@@ -167,7 +167,11 @@ class AnalysisService:
 
     def provider(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
         """The diagnostics hub's provider: analyses on open and on settings changes at once,
-        and after edits once they pause (the previous findings stand meanwhile)."""
+        and after edits once they pause (the previous findings stand meanwhile). None in a
+        file outside the project: the user cannot fix them there, and what a run measured there
+        comes once per finding from lsp/library.py."""
+        if doc.read_only:
+            return []
         cached = self._cache.get(doc.uri)
         if (
             cached is not None
@@ -249,7 +253,7 @@ class AnalysisService:
     # -- the Compare lens
     def lenses(self, doc: ProfiledDocument, target: str) -> list[types.CodeLens]:
         structure = doc.analysis()
-        if structure is None:
+        if structure is None or doc.read_only:
             return []
         cached = self._cache.get(doc.uri)
         if cached is not None and doc.uri in self._pending:
@@ -257,7 +261,10 @@ class AnalysisService:
         else:
             analysed = self.current(doc)
         found = []
-        for qualname in _fused(analysed):
+        fused = _fused(analysed)
+        # every profiled function: as written vs compiled, when the analysis has no fix there
+        profiled = [q for q in doc.placements if q not in fused and not q.startswith("<")]
+        for qualname in fused + profiled:
             symbol = structure.symbols.get(qualname)
             line = structure.header_line_now(symbol) if symbol else None
             if symbol is None or line is None:
@@ -274,17 +281,17 @@ class AnalysisService:
             else:
                 if target != LOCAL:
                     arguments["target"] = target
-                command = types.Command(
-                    title=self._lens_title(doc, qualname), command=COMPARE, arguments=[arguments]
-                )
+                title = self._lens_title(doc, qualname, qualname in fused)
+                command = types.Command(title=title, command=COMPARE, arguments=[arguments])
             found.append(types.CodeLens(types.Range(position, position), command))
         return found
 
-    def _lens_title(self, doc: ProfiledDocument, qualname: str) -> str:
+    def _lens_title(self, doc: ProfiledDocument, qualname: str, fixable: bool = True) -> str:
         title = "⇄ Compare variants"
         done = self.comparisons.get((doc.uri, qualname))
         if done is None:
-            return title
+            # without a fix, what the click measures: the function against its compiled self
+            return title if fixable else "⇄ Compare with torch.compile"
         parts = [title]
         structure = doc.analysis()
         if structure is not None and structure.source_hash(qualname) != done.source_hash:
@@ -321,7 +328,11 @@ class AnalysisService:
                 try:
                     return swap_variants(str(path), qualname, run)
                 except NoFix:
-                    raise RequestRefused(str(exc)) from None
+                    if code is not None:  # Measure the fix of a rule that has none here
+                        raise RequestRefused(str(exc)) from None
+                # No fix: the function as written against its torch.compile'd self, which
+                # every function can be compared with.
+                return compiled_variants(str(path), qualname)
 
         job, new = await self.runs.compare(
             uri, qualname, make_variants, self._compared, target, title=f"Compare {qualname}"

@@ -266,7 +266,11 @@ class Runs:
         agent = self._agent(runner)
 
         def on_progress(state: Progress) -> None:
-            job.phase = state.phase
+            if state.phase != job.phase:
+                job.phase = state.phase
+                # the lens says the phase the status bar says (both from this report), not the
+                # one it had when last drawn
+                self.ctx.refresh_lenses()
             detail = f" {state.message}" if state.message else ""
             progress.report(f"{job.phase}{detail}", state)
 
@@ -291,7 +295,12 @@ class Runs:
         if doc is not None:
             doc.place(result, mark)
         if result.error:
-            progress.end(f"{job.qualname} raised: {result.error.get('message')}", "raised")
+            message = f"{job.qualname} raised: {result.error.get('message')}"
+            progress.end(message, "raised")
+            # one notification per failure (the extension's README): the progress ends quietly
+            where = result.error.get("path"), result.error.get("line")
+            at = f" (at {where[0]}:{where[1]})" if all(where) else ""
+            self.ctx.show(f"trnlens: {message}{at}", types.MessageType.Error)
         else:
             progress.end(f"{job.qualname}: {format.headline(result)}", "succeeded")
         self.ctx.after_run(job.uri)

@@ -105,8 +105,8 @@ def _place(node: Node, x: float, row: int, scale: float, step: float, out: list[
     title = (
         f"{display_name(node.name)} ({kind}): {duration(node.total_us)} total, "
         f"{duration(entry.get('self_time_per_step_us'))} self, "
-        f"{_n(entry.get('calls_per_step'))} calls, "
-        f"{_n(entry.get('dispatches_per_step'))} dispatches per step; "
+        f"{_noun(entry.get('calls_per_step'), 'call')}, "
+        f"{_noun(entry.get('dispatches_per_step'), 'dispatch')} per step; "
         f"{share:.1%} of the step"
     )
     label = f"{display_name(node.name).rsplit('.', 1)[-1]} · {kind}"
@@ -200,3 +200,11 @@ def _short(path) -> str:
         if marker in text:
             return text.rsplit(marker, 1)[1]
     return Path(text).name
+
+
+def _noun(n, noun: str) -> str:
+    """``1 call``, ``2 calls``, ``1 dispatch``: the noun agrees with the figure as shown."""
+    text = _n(n)
+    if text == "1":
+        return f"1 {noun}"
+    return f"{text} {noun}es" if noun.endswith("ch") else f"{text} {noun}s"

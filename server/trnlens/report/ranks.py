@@ -67,8 +67,8 @@ def section(
     return (
         '<section class="ranks-section"><h2>Ranks</h2>'
         f'<p class="headline-ranks"><b>{E(rankfigures.headline(result))}</b> · process group '
-        f"{E(result.get('dist_backend'))} · medians over the profiled steps; busy = wall minus the "
-        "wait in collectives</p>"
+        f"{E(result.get('dist_backend'))} · each rank's median step by wall time, so that "
+        "busy = wall − waiting</p>"
         f"{table}"
         '<div class="toolbar"><button type="button" data-zoom="in">+</button>'
         '<button type="button" data-zoom="out">−</button>'
