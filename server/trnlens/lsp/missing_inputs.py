@@ -181,6 +181,13 @@ def _returned_count(node: ast.FunctionDef) -> int | None:
             continue
         if isinstance(inner, ast.Return) and inner.value is not None:
             value = inner.value
+            if (  # ((args...), {kwargs}): the agent's other form
+                isinstance(value, ast.Tuple)
+                and len(value.elts) == 2
+                and isinstance(value.elts[0], ast.Tuple)
+                and isinstance(value.elts[1], ast.Dict)
+            ):
+                value = value.elts[0]
             counts.add(len(value.elts) if isinstance(value, ast.Tuple) else -1)
     return counts.pop() if len(counts) == 1 else None
 
