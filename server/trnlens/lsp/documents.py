@@ -390,10 +390,10 @@ class ProfiledDocument:
                 index -= 1
         return None
 
-    def restore_matching(self) -> bool:
+    def restore_matching(self) -> list[Placement]:
         """Shows again an earlier run whose source matches the text (after an Undo) in place of
-        a stale one; True when one came back."""
-        swapped = False
+        a stale one; the runs that came back."""
+        swapped: list[Placement] = []
         for qualname, placement in list(self.placements.items()):
             older = self.superseded.get(qualname) or []
             if not older or not self.is_stale(placement):
@@ -403,7 +403,7 @@ class ProfiledDocument:
                 older.remove(match)
                 self.superseded[qualname] = [placement, *older][:SUPERSEDED_KEPT]
                 self.placements[qualname] = match
-                swapped = True
+                swapped.append(match)
         return swapped
 
     def line_figures(self) -> Iterator[tuple[int, dict, Placement]]:

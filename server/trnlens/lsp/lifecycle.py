@@ -57,6 +57,9 @@ async def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> No
     ctx.publish(doc.uri)
 
 
+RUN_SHOWN = "trnlens/runShown"  # extension/src/runstate.ts
+
+
 @guarded(None)
 def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None:
     ctx = app.ctx
@@ -65,7 +68,15 @@ def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None
         return
     # the text after the change, as the connection's workspace applied it
     doc.update(ctx.client.document_text(doc.uri), list(params.content_changes))
-    if doc.restore_matching():  # an Undo: the run that measured this text is shown again
+    restored = doc.restore_matching()
+    if restored:  # an Undo: the run that measured this text is shown again
+        for placement in restored:  # the status bar stops saying "failed" for a good run
+            result = placement.result
+            ctx.client.notify(
+                RUN_SHOWN,
+                {"uri": doc.uri, "qualname": result.qualname, "runId": result.run_id,
+                 "failed": bool(result.error)},
+            )  # fmt: skip
         ctx.refresh_lenses()
         ctx.refresh_hints()
         ctx.publish(doc.uri, force=True)

@@ -33,7 +33,6 @@ def section(
         mark = ' class="straggler"' if row["rank"] == slowest else ""
         rows.append(
             f"<tr{mark}><td>{row['rank']}{' ◀ slowest' if row['rank'] == slowest else ''}</td>"
-            f"<td>{E(row.get('host') or '')}</td>"
             + "".join(
                 f'<td class="num">{E(duration(row.get(key)))}</td>'
                 for key in (
@@ -43,11 +42,12 @@ def section(
                     "collective_wait_per_step_us",
                 )
             )  # fmt: skip
-            + "</tr>"
+            # the host last: the figures are what a 500 px side panel must show
+            + f"<td>{E(row.get('host') or '')}</td></tr>"
         )
     table = (
-        '<div class="wide"><table class="ranks"><thead><tr><th>rank</th><th>host</th>'
-        "<th>wall / step</th><th>busy / step</th><th>in collectives</th><th>waiting</th></tr>"
+        '<div class="wide"><table class="ranks"><thead><tr><th>rank</th>'
+        "<th>wall</th><th>busy</th><th>in collectives</th><th>waiting</th><th>host</th></tr>"
         f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
     alignment = (result.get("alignment") or {}).get("how") or ""
