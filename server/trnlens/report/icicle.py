@@ -178,7 +178,8 @@ def library_table(result: dict) -> str:
         # share and time first: at a side panel's 500 px they are the figures to see; the
         # row opens the library file at the line (report.js, the extension's reveal)
         rows.append(
-            f'<tr class="src" data-path="{A(frame.get("path"))}" data-line="{A(frame.get("line"))}">'
+            f'<tr class="src" data-path="{A(frame.get("path"))}" '
+            f'data-line="{A(frame.get("line"))}">'
             f'<td class="num">{share:.1%}</td><td class="num">{E(duration(time_us))}</td>'
             f'<td class="where"><code>{E(_short(frame.get("path")))}:{E(frame.get("line"))}</code>'
             f" {E(frame.get('function'))}</td>"
