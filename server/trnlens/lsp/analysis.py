@@ -302,9 +302,15 @@ class AnalysisService:
 
     # -- comparisons (trnlens.server.compare / measureFix)
     async def compare(
-        self, uri: str, qualname: str, target: str | None = None, code: str | None = None
+        self,
+        uri: str,
+        qualname: str,
+        target: str | None = None,
+        code: str | None = None,
+        compiled_only: bool = False,
     ) -> dict:
-        """Runs original, fixed and compiled; answers once the run is over."""
+        """Runs original, fixed and compiled; answers once the run is over. ``compiled_only``
+        (the Compare command): without a fix, original and compiled instead of a refusal."""
 
         def make_variants(path) -> list[dict]:
             doc = self.ctx.documents.get(uri)
@@ -328,7 +334,7 @@ class AnalysisService:
                 try:
                     return swap_variants(str(path), qualname, run)
                 except NoFix:
-                    if code is not None:  # Measure the fix of a rule that has none here
+                    if not compiled_only:  # Measure the fix, where there is none
                         raise RequestRefused(str(exc)) from None
                 # No fix: the function as written against its torch.compile'd self, which
                 # every function can be compared with.

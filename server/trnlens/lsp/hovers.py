@@ -250,16 +250,19 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
 
 
 def _unstable(warnings: list[str]) -> str:
-    """One line for the run's stability warnings: the first one's first sentence, the rest
-    (and the advice) in the report and ``trnlens profile``."""
+    """One line for the run's stability warnings: the first one's first sentence and the advice;
+    the rest in the report and ``trnlens profile``."""
     said = [w for w in warnings if not w.startswith(stability.ADVICE_PREFIX)]
+    advice = [w for w in warnings if w.startswith(stability.ADVICE_PREFIX)]
     if not said:
         return "**not stable** (the report says why)"
-    first = settings_not_flags(said[0]).split("; ")[0].split(". ")[0].rstrip(".")
+    first = settings_not_flags(said[0]).split("; ")[0].split(". ")[0].rstrip(" .:")
     more = (
         f" ({format.count(len(said) - 1, 'more warning')} in the report)" if len(said) > 1 else ""
     )
-    return f"**not stable**: {_escape(first)}{more}"
+    todo = settings_not_flags(advice[0]) if advice else ""
+    todo = f". {todo[0].upper()}{todo[1:]}" if todo else ""
+    return f"**not stable**: {_escape(first)}{more}{_escape(todo)}"
 
 
 def _neuron_lines(run_dir: Path) -> list[str]:

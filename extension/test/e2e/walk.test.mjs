@@ -1,0 +1,240 @@
+// The walk of issue 33 on a real model, in a real VS Code (code-server + Chromium):
+//
+//   inputs:   a transformers Llama whose function has no inputs: the quick fix on its name uses
+//             the file's own `ids()` factory (no made-up inputs), and the function then profiles;
+//             Show Run Report opens the run the lens shows; an edit outside the function (the
+//             module-level model config) makes the lens stale; the profiled function without a
+//             finding offers `⇄ Compare with torch.compile`.
+//   library:  the run report of tiny_llama at 500 px: share and time of the library lines in
+//             view, a click on a library line opens the installed file, which gets no lens and
+//             no edit quick fix.
+//
+// Screenshots (TRNLENS_E2E_ARTIFACTS, default test/e2e/artifacts): walk-inputs-fix,
+// walk-profiled, walk-stale, walk-report-500px, walk-library-file (walk-*-failure on a failure).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import {
+  installExtension,
+  launchBrowser,
+  openFile,
+  profileDirs,
+  runPaletteCommand,
+  startCodeServer,
+} from './codeserver.mjs';
+import { lensAbove, lineText, plain, waitFor } from './editor-page.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const extensionDir = resolve(here, '..', '..');
+const repo = resolve(extensionDir, '..');
+const VSIX = process.env.TRNLENS_VSIX ?? join(extensionDir, 'trnlens.vsix');
+const PYTHON = process.env.TRNLENS_PYTHON ?? join(repo, '.venv', 'bin', 'python');
+const ARTIFACTS = process.env.TRNLENS_E2E_ARTIFACTS ?? join(here, 'artifacts');
+const RUN_TIMEOUT = 180_000;
+const FAST = { 'trnlens.warmup': 1, 'trnlens.steps': 2, 'trnlens.repeats': 3 };
+
+const HF_MODEL = [
+  'import torch', //                                                                  1
+  'from transformers import LlamaConfig, LlamaForCausalLM', //                        2
+  '', //                                                                              3
+  'torch.manual_seed(0)', //                                                          4
+  'CONFIG = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1,', // 5
+  '                     num_attention_heads=2, num_key_value_heads=2, vocab_size=100)', // 6
+  'model = LlamaForCausalLM(CONFIG).eval()', //                                       7
+  '', //                                                                              8
+  '', //                                                                              9
+  'def ids():', //                                                                   10
+  '    return torch.randint(0, 100, (1, 16))', //                                    11
+  '', //                                                                             12
+  '', //                                                                             13
+  'def logits(input_ids):', //                                                       14
+  '    return model(input_ids).logits', //                                           15
+  '',
+].join('\n');
+
+const root = mkdtempSync(join(tmpdir(), 'trnlens-walk-'));
+
+describe('the editor on a real model (issue 33, code-server)', { concurrency: false }, () => {
+  let browser;
+
+  before(async () => {
+    assert.ok(existsSync(VSIX), `no package at ${VSIX}: run npm run package first`);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    if (!process.env.TRNLENS_E2E_KEEP) {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  async function session(name, folder, file, body) {
+    const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...FAST });
+    await installExtension(dirs, VSIX);
+    const server = await startCodeServer(dirs, { trust: true });
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    try {
+      await openFile(page, server.url, folder, file);
+      await body(page);
+    } catch (error) {
+      await page.screenshot({ path: join(ARTIFACTS, `walk-${name}-failure.png`) }).catch(() => undefined);
+      error.message += `\n(code-server profile and logs: ${join(root, name)}; TRNLENS_E2E_KEEP=1 keeps them)`;
+      throw error;
+    } finally {
+      await page.close();
+      server.stop();
+    }
+  }
+
+  async function goTo(page, where) {
+    await page.locator('.monaco-editor .view-lines').first().click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press('Control+G');
+    await page.keyboard.type(where);
+    await page.keyboard.press('Enter');
+  }
+
+  /** The quick-fix menu's rows at the cursor (Ctrl+.), then the menu closed. */
+  async function quickFixes(page) {
+    await page.keyboard.press('Control+.');
+    const widget = page.locator('.action-widget');
+    await widget.waitFor({ timeout: 30_000 }).catch(() => undefined);
+    const rows = (await page.locator('.action-widget .monaco-list-row').allInnerTexts()).map(plain);
+    await page.keyboard.press('Escape');
+    return rows;
+  }
+
+  it('the inputs quick fix reuses ids() on a Llama, which then profiles; stale after an edit outside the function', async () => {
+    const folder = join(root, 'workspace-inputs');
+    mkdirSync(join(folder, '.trnlens'), { recursive: true });
+    writeFileSync(join(folder, 'hf_model.py'), HF_MODEL);
+    await session('inputs', folder, 'hf_model.py', async (page) => {
+      // the server is up once a lens shows (ids() uses torch: it has one until it is a factory)
+      await waitFor('the server', () => lensAbove(page, 'def ids('), 90_000);
+      await goTo(page, '15:12');
+      await runPaletteCommand(page, 'trnlens: Profile This Function');
+      await waitFor('the failure on the lens', async () => {
+        const text = await lensAbove(page, 'def logits(');
+        return text && /failed: needs inputs/.test(text) ? text : null;
+      }, RUN_TIMEOUT);
+      await page.locator('.squiggly-warning').first().waitFor({ timeout: 30_000 });
+      await goTo(page, '14:6');
+      await page.keyboard.press('Control+.');
+      const row = page.locator('.action-widget .monaco-list-row', { hasText: 'Use ids() as the inputs of logits' }).first();
+      await row.waitFor({ timeout: 30_000 });
+      await page.screenshot({ path: join(ARTIFACTS, 'walk-inputs-fix.png') });
+      const focused = page.locator('.action-widget .monaco-list-row.focused', { hasText: 'Use ids()' });
+      for (let i = 0; i < 5 && (await focused.count()) === 0; i++) {
+        await page.keyboard.press('ArrowDown');
+      }
+      await page.keyboard.press('Enter');
+      await waitFor('the directive in the text', () => lineText(page, '# trnlens: inputs=ids'), 15_000);
+      assert.equal(await lineText(page, 'def logits_inputs('), null); // no made-up factory
+      await waitFor('▶ Profile above logits', async () => /^▶ Profile/.test((await lensAbove(page, 'def logits(')) ?? ''), 30_000);
+      await page.locator('[data-e2e-lens="def logits("] a', { hasText: 'Profile' }).first().click();
+      const profiled = await waitFor('logits profiled', async () => {
+        const text = await lensAbove(page, 'def logits(');
+        return text && /dispatches/.test(text) && !/failed|stale|■/.test(text) ? text : null;
+      }, RUN_TIMEOUT);
+      // profiled without a finding: Compare is offered, as written vs compiled
+      const compare = await waitFor('the Compare lens', async () => {
+        const text = await lensAbove(page, 'def logits(');
+        return text && /Compare with torch\.compile/.test(text) ? text : null;
+      }, 30_000);
+      assert.match(compare, /▦ Report/);
+      await page.screenshot({ path: join(ARTIFACTS, 'walk-profiled.png') });
+
+      // Show Run Report: the run on the lens (its dispatches), not another stored run
+      await goTo(page, '15:12');
+      await runPaletteCommand(page, 'trnlens: Show Run Report');
+      const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+      const headline = plain(await frame.locator('section.headline, .figures').first().innerText({ timeout: 60_000 }));
+      const dispatches = /(\d+) dispatch/.exec(profiled)[1];
+      assert.match(headline, new RegExp(`\\b${dispatches}\\b`), `${headline} vs ${profiled}`);
+      assert.doesNotMatch(headline, /raised|failed/);
+
+      // an edit outside the function (the module-level config the model was built from)
+      const config = page.locator('.monaco-editor .view-line', { hasText: 'num_attention_heads=2' }).first();
+      await config.click();
+      await page.keyboard.press('End');
+      await page.keyboard.type(' # edited');
+      await page.keyboard.press('Home');
+      await page.keyboard.press('Home');
+      await page.keyboard.type('    ');  // a real change of the config's text
+      await waitFor('the stale lens', async () => /stale/.test((await lensAbove(page, 'def logits(')) ?? ''), 30_000);
+      await page.screenshot({ path: join(ARTIFACTS, 'walk-stale.png') });
+    });
+  });
+
+  it('the report at 500 px: library lines in view, a click opens the installed file, read-only there', async () => {
+    const folder = join(root, 'workspace-library', 'samples');
+    cpSync(join(repo, 'samples'), folder, {
+      recursive: true,
+      filter: (source) => !source.includes('.trnlens') && !source.includes('__pycache__'),
+    });
+    mkdirSync(join(folder, '.trnlens'));
+    execFileSync(
+      PYTHON,
+      ['-m', 'trnlens', 'profile', 'tiny_llama.py::logits', '--warmup', '1', '--steps', '2', '--repeats', '3'],
+      { cwd: folder, timeout: RUN_TIMEOUT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    await session('library', folder, 'tiny_llama.py', async (page) => {
+      await waitFor('the lenses', () => lensAbove(page, 'def logits('), 60_000);
+      await goTo(page, '35:12');
+      await runPaletteCommand(page, 'trnlens: Show Run Report');
+      const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+      await frame.locator('table.library-lines').waitFor({ timeout: 60_000 });
+      const html = frame.locator('html');
+      const panelWidth = () => html.evaluate(() => document.scrollingElement.clientWidth);
+      for (let i = 0; i < 4; i++) {
+        const width = await panelWidth();
+        if (Math.abs(width - 500) <= 12) {
+          break;
+        }
+        const viewport = page.viewportSize();
+        await page.setViewportSize({ width: viewport.width + 2 * (500 - width), height: viewport.height });
+        await waitFor('the report panel to follow the window', async () => (await panelWidth()) !== width, 10_000);
+      }
+      await frame.locator('table.library-lines').scrollIntoViewIfNeeded();
+      const seen = await html.evaluate(() => {
+        const scroller = document.scrollingElement;
+        const table = document.querySelector('table.library-lines');
+        const box = table.closest('.wide').getBoundingClientRect();
+        const heads = [...table.querySelectorAll('thead th')].map((th) => [th.textContent, th.getBoundingClientRect().right]);
+        return { scrollWidth: scroller.scrollWidth, clientWidth: scroller.clientWidth, boxRight: box.right, heads };
+      });
+      assert.ok(Math.abs(seen.clientWidth - 500) <= 12, JSON.stringify(seen));
+      assert.ok(seen.scrollWidth <= seen.clientWidth, JSON.stringify(seen));
+      for (const name of ['share', 'time']) {
+        const [, right] = seen.heads.find(([text]) => text === name);
+        assert.ok(right <= seen.boxRight, `${name} is behind a scroll: ${JSON.stringify(seen)}`);
+      }
+      await page.screenshot({ path: join(ARTIFACTS, 'walk-report-500px.png') });
+
+      // a library line's row opens the installed file at that line
+      await frame.locator('table.library-lines tr.src', { hasText: 'modeling_llama.py' }).first().click();
+      const tab = page.locator('.tabs-container .tab', { hasText: 'modeling_llama.py' }).first();
+      await tab.waitFor({ timeout: 30_000 });
+      await tab.click();
+      await waitFor('the library file', () => lineText(page, 'class LlamaRMSNorm'), 30_000).catch(() => undefined);
+      // read-only to trnlens: no lens, no edit quick fix on the naive RMSNorm line
+      await waitFor('the library line hint', async () => {
+        const text = await lineText(page, 'hidden_states.pow(2).mean(-1, keepdim=True)');
+        return text && /%/.test(text) ? text : null;
+      }, 30_000).catch(() => undefined);
+      assert.equal(await page.locator('.monaco-editor .codelens-decoration').count(), 0);
+      const line = page.locator('.monaco-editor .view-line', { hasText: 'torch.rsqrt(variance' }).first();
+      if ((await line.count()) > 0) {
+        await line.click();
+        const rows = await quickFixes(page);
+        assert.ok(!rows.some((r) => /torch\.rms_norm|Swap|inputs factory/.test(r)), JSON.stringify(rows));
+      }
+      await page.screenshot({ path: join(ARTIFACTS, 'walk-library-file.png') });
+    });
+  });
+});
