@@ -15,25 +15,12 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import {
-  installExtension,
-  launchBrowser,
-  openFile,
-  profileDirs,
-  runPaletteCommand,
-  startCodeServer,
-} from './codeserver.mjs';
+import { launchBrowser, runPaletteCommand } from './codeserver.mjs';
 import { lensAbove, lineText, plain, waitFor } from './editor-page.mjs';
+import { ARTIFACTS, PYTHON, REPO as repo, VSIX, goTo, panelTo, sessions } from './session.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const extensionDir = resolve(here, '..', '..');
-const repo = resolve(extensionDir, '..');
-const VSIX = process.env.TRNLENS_VSIX ?? join(extensionDir, 'trnlens.vsix');
-const PYTHON = process.env.TRNLENS_PYTHON ?? join(repo, '.venv', 'bin', 'python');
-const ARTIFACTS = process.env.TRNLENS_E2E_ARTIFACTS ?? join(here, 'artifacts');
 const RUN_TIMEOUT = 180_000;
 const FAST = { 'trnlens.warmup': 1, 'trnlens.steps': 2, 'trnlens.repeats': 3 };
 
@@ -52,7 +39,8 @@ const HF_MODEL = [
   '', //                                                                             12
   '', //                                                                             13
   'def logits(input_ids):', //                                                       14
-  '    return model(input_ids).logits', //                                           15
+  '    with torch.no_grad():', //                                                    15
+  '        return model(input_ids).logits', //                                       16
   '',
 ].join('\n');
 
@@ -60,11 +48,13 @@ const root = mkdtempSync(join(tmpdir(), 'trnlens-walk-'));
 
 describe('the editor on a real model (issue 33, code-server)', { concurrency: false }, () => {
   let browser;
+  let session;
 
   before(async () => {
     assert.ok(existsSync(VSIX), `no package at ${VSIX}: run npm run package first`);
     mkdirSync(ARTIFACTS, { recursive: true });
     browser = await launchBrowser();
+    session = sessions({ browser, root, prefix: 'walk', settings: FAST });
   });
 
   after(async () => {
@@ -73,31 +63,6 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
       rmSync(root, { recursive: true, force: true });
     }
   });
-
-  async function session(name, folder, file, body) {
-    const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...FAST });
-    await installExtension(dirs, VSIX);
-    const server = await startCodeServer(dirs, { trust: true });
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    try {
-      await openFile(page, server.url, folder, file);
-      await body(page);
-    } catch (error) {
-      await page.screenshot({ path: join(ARTIFACTS, `walk-${name}-failure.png`) }).catch(() => undefined);
-      error.message += `\n(code-server profile and logs: ${join(root, name)}; TRNLENS_E2E_KEEP=1 keeps them)`;
-      throw error;
-    } finally {
-      await page.close();
-      server.stop();
-    }
-  }
-
-  async function goTo(page, where) {
-    await page.locator('.monaco-editor .view-lines').first().click({ position: { x: 5, y: 5 } });
-    await page.keyboard.press('Control+G');
-    await page.keyboard.type(where);
-    await page.keyboard.press('Enter');
-  }
 
   /** The quick-fix menu's rows at the cursor (Ctrl+.), then the menu closed. */
   async function quickFixes(page) {
@@ -116,8 +81,8 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
     await session('inputs', folder, 'hf_model.py', async (page) => {
       // the server is up once a lens shows (ids() uses torch: it has one until it is a factory)
       await waitFor('the server', () => lensAbove(page, 'def ids('), 90_000);
-      await goTo(page, '15:12');
-      await runPaletteCommand(page, 'trnlens: Profile This Function');
+      await waitFor('the lens above logits', () => lensAbove(page, 'def logits('), 30_000);
+      await page.locator('[data-e2e-lens="def logits("] a', { hasText: 'Profile' }).first().click();
       await waitFor('the failure on the lens', async () => {
         const text = await lensAbove(page, 'def logits(');
         return text && /failed: needs inputs/.test(text) ? text : null;
@@ -150,7 +115,7 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
       await page.screenshot({ path: join(ARTIFACTS, 'walk-profiled.png') });
 
       // Show Run Report: the run on the lens (its dispatches), not another stored run
-      await goTo(page, '15:12');
+      await goTo(page, '16:16');
       await runPaletteCommand(page, 'trnlens: Show Run Report');
       const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
       const headline = plain(await frame.locator('section.headline, .figures').first().innerText({ timeout: 60_000 }));
@@ -190,16 +155,7 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
       const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
       await frame.locator('table.library-lines').waitFor({ timeout: 60_000 });
       const html = frame.locator('html');
-      const panelWidth = () => html.evaluate(() => document.scrollingElement.clientWidth);
-      for (let i = 0; i < 4; i++) {
-        const width = await panelWidth();
-        if (Math.abs(width - 500) <= 12) {
-          break;
-        }
-        const viewport = page.viewportSize();
-        await page.setViewportSize({ width: viewport.width + 2 * (500 - width), height: viewport.height });
-        await waitFor('the report panel to follow the window', async () => (await panelWidth()) !== width, 10_000);
-      }
+      await panelTo(page, html, 500);
       await frame.locator('table.library-lines').scrollIntoViewIfNeeded();
       const seen = await html.evaluate(() => {
         const scroller = document.scrollingElement;
