@@ -8,9 +8,11 @@
 //   library:  the run report of tiny_llama at 500 px: share and time of the library lines in
 //             view, a click on a library line opens the installed file, which gets no lens and
 //             no edit quick fix.
+//   ranks:    a 2-rank run's lens says `rank 1 of 2 (slowest, …)` once, before that rank's
+//             figures; the all_reduce hint fits VS Code's 43 characters.
 //
 // Screenshots (TRNLENS_E2E_ARTIFACTS, default test/e2e/artifacts): walk-inputs-fix,
-// walk-profiled, walk-stale, walk-report-500px, walk-library-file (walk-*-failure on a failure).
+// walk-profiled, walk-stale, walk-report-500px, walk-library-file, walk-ranks (walk-*-failure on a failure).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -41,6 +43,27 @@ const HF_MODEL = [
   'def logits(input_ids):', //                                                       14
   '    with torch.no_grad():', //                                                    15
   '        return model(input_ids).logits', //                                       16
+  '',
+].join('\n');
+
+// The last rank does far more work than the other (tests/ranks/conftest.py's IMBALANCED).
+const RANKS_PY = [
+  'import torch',
+  'import torch.distributed as dist',
+  '',
+  '',
+  'def make_inputs():',
+  '    last = dist.get_rank() == dist.get_world_size() - 1',
+  '    return torch.randn(192, 192), 48 if last else 1',
+  '',
+  '',
+  '# trnlens: inputs=make_inputs',
+  'def step(x, repeats):',
+  '    y = x',
+  '    for _ in range(repeats):',
+  '        y = torch.tanh(y @ x)',
+  '    dist.all_reduce(y)  # the collective',
+  '    return y',
   '',
 ].join('\n');
 
@@ -191,6 +214,35 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
         assert.ok(!rows.some((r) => /torch\.rms_norm|Swap|inputs factory/.test(r)), JSON.stringify(rows));
       }
       await page.screenshot({ path: join(ARTIFACTS, 'walk-library-file.png') });
+    });
+  });
+
+  it('a 2-rank run: the lens says the ranks once with the slowest rank\'s figures, the hint fits', async () => {
+    const folder = join(root, 'workspace-ranks');
+    mkdirSync(join(folder, '.trnlens'), { recursive: true });
+    writeFileSync(join(folder, 'ranks_step.py'), RANKS_PY);
+    const ranks = sessions({
+      browser, root, prefix: 'walk',
+      settings: { ...FAST, 'trnlens.backend': 'cpu', 'trnlens.target': 'two',
+        'trnlens.targets': { two: { kind: 'local', nproc_per_node: 2 } } },
+    });
+    await ranks('ranks', folder, 'ranks_step.py', async (page) => {
+      await waitFor('the lens for two ranks', async () => (await lensAbove(page, 'def step(')) === '▶ Profile on two (2 ranks)', 90_000);
+      await page.locator('[data-e2e-lens="def step("] a', { hasText: 'Profile' }).first().click();
+      const lens = await waitFor('the ranks on the lens', async () => {
+        const text = await lensAbove(page, 'def step(');
+        return text && /rank \d of 2/.test(text) ? text : null;
+      }, RUN_TIMEOUT);
+      assert.match(lens, /^▦ Report .*▶ Profile on two · rank 1 of 2 \(slowest, \+\d+%\) · \d+% in all_reduce · /);
+      assert.doesNotMatch(lens, /2 ranks/);
+      const hint = await waitFor('the all_reduce hint', async () => {
+        const text = await lineText(page, 'dist.all_reduce(y)');
+        return text && /waits/.test(text) ? text : null;
+      }, 30_000);
+      const label = hint.split('# the collective')[1].trim();
+      assert.match(label, /^all_reduce: r[01] waits [\d.]+ (ns|µs|ms|s)( of [\d.]+ (ns|µs|ms|s))?$/);
+      assert.ok(label.length <= 43 && !label.endsWith('…'), label);
+      await page.screenshot({ path: join(ARTIFACTS, 'walk-ranks.png') });
     });
   });
 });
