@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lsprotocol import types
-from trnlens.lsp import lenses, rank_hints
+from trnlens.lsp import hints, lenses, rank_hints
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.results import Result
 
@@ -27,7 +27,9 @@ def _result() -> Result:
             "run_id": "r1", "created_at": "2026-01-01T00:00:00+00:00", "target": "local",
             "backend": "cpu", "device": "cpu", "time_basis": "cpu", "mode": "inference",
             "device_time_per_step_us": 100.0, "cpu_time_per_step_us": 150.0,
-            "dispatches_per_step": 4, "error": None, "lines": [], "world_size": 2,
+            "dispatches_per_step": 4, "error": None, "world_size": 2,
+            "lines": [{"path": "m.py", "line": 6, "device_us": 100.0, "cpu_us": 100.0,
+                       "dispatches": 1, "ops": {}}],
             "slowest_rank": 1, "rank_spread": {"slowest_vs_others_pct": 38.0},
             "ranks": [
                 {"rank": 0, "device_time_per_step_us": 100.0, "cpu_time_per_step_us": 150.0,
@@ -76,3 +78,11 @@ def test_the_collective_hint_fits_43_characters_and_its_tooltip_has_every_rank()
     assert hint.label == "all_reduce: r0 waits 1.36 ms of 5.77 ms"
     assert len(hint.label) <= 43
     assert "wait r0 1.36 ms · r1 0 ns (in it: 5.77 ms, 4.41 ms per step)" in str(hint.tooltip)
+
+
+def test_a_multi_rank_runs_line_hints_say_they_are_rank_0s():
+    doc = _doc()
+    everywhere = types.Range(types.Position(0, 0), types.Position(20, 0))
+    [hint] = hints.inlay_hints(doc, everywhere)
+    assert hint.label.strip().startswith("r0 100% · 100 µs"), hint.label
+    assert "of rank 0" in str(hint.tooltip)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
+from trnlens import rankfigures
 from trnlens.lsp import format
 from trnlens.lsp.documents import Placement, ProfiledDocument
 
@@ -51,11 +52,16 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
             if doc.is_stale(placement):
                 label += " · stale"
             result = placement.result
+            # a multi-rank run's lines are rank 0's figures (the lens shows the slowest rank's)
+            rank = "r0 " if rankfigures.is_multi_rank(result.data) else ""
+            label = f"{rank}{label}"
             if len(measured) > 1:  # a line several profiled functions ran: say whose figures
                 label = f"{result.qualname}: {label}"
             labels.append(label)
+            whose = " of rank 0" if rank else ""
             tips.append(
-                f"{result.qualname}: {result.part_label} time per step, from run {result.run_id}"
+                f"{result.qualname}: {result.part_label} time per step{whose}, from run "
+                f"{result.run_id}"
             )
         hints.append(
             types.InlayHint(
