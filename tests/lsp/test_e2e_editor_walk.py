@@ -111,6 +111,10 @@ async def test_a_site_packages_file_gets_no_edit_fix_no_lens_and_no_static_warni
         assert ed.diagnostics(inside, "TRN001")
         assert any("torch.rms_norm" in a.title for a in await actions_at(ed, inside, line))
         assert any("Profile" in lens.command.title for lens in await _raw_lenses(ed, inside))
+        # Measure the fix from the lightbulb on the def line too, not only on the finding
+        header = next(i for i, t in enumerate(NAIVE.splitlines()) if "def rmsnorm_naive" in t)
+        titles = [a.title for a in await actions_at(ed, inside, header, 4)]
+        assert "Measure the fix: rmsnorm_naive vs fixed vs torch.compile (trnlens)" in titles
         # in site-packages: nothing to edit or run
         assert await actions_at(ed, uri, line) == []
         assert await _raw_lenses(ed, uri) == []

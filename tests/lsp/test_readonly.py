@@ -75,3 +75,38 @@ def test_a_new_factory_builds_integer_ids_and_masks():
         "return (torch.randint(0, 100, (2, 16)), torch.ones(2, 16, dtype=torch.long), "
         "torch.randint(0, 100, (2, 16)), torch.randn(8, 64))" in text
     ), text
+
+
+def test_the_generated_swap_helper_gets_no_profile_lens():
+    from trnlens.libraries import swap
+    from trnlens.lsp.documents import analyse
+
+    entry = {
+        "code": "TRN001", "owner": "LlamaRMSNorm", "library": {"name": "transformers"},
+        "fix": {"type_path": "transformers.models.llama.modeling_llama.LlamaRMSNorm",
+                "method": "forward", "message": "fused",
+                "source": "def forward(self, x):\n    return torch.rms_norm(x, (4,), None)\n"},
+    }  # fmt: skip
+    imports, helper = swap.helper(entry, {"torch"}, True)
+    text = f"import torch\n{imports}\n\n{helper}\n\ndef mine(x):\n    return torch.relu(x)\n"
+    symbols = analyse(text).symbols
+    assert not symbols["_fused_llama_rms_norm_forward"].suggested
+    assert symbols["mine"].suggested
+
+
+def test_a_late_cancel_is_not_logged():
+    import logging
+
+    from trnlens.lsp.server import _LateCancels
+
+    record = logging.LogRecord(
+        "pygls",
+        logging.WARNING,
+        "",
+        0,
+        'Cancel notification for unknown message id "%s"',
+        ("7",),
+        None,
+    )
+    other = logging.LogRecord("pygls", logging.WARNING, "", 0, "something else", (), None)
+    assert not _LateCancels().filter(record) and _LateCancels().filter(other)
