@@ -47,3 +47,34 @@ def test_what_a_collective_moved_names_ddps_buckets_and_fsdps_modules():
     fsdp = {"name": "all_gather_single", "source": "fsdp", "modules": ["model.0", "model.2"]}
     assert rankfigures.moved(fsdp) == "FSDP2: model.0, model.2"
     assert rankfigures.moved({"name": "all_reduce"}) is None
+
+
+def test_the_lens_says_the_ranks_once_and_whose_figures_it_shows():
+    assert rankfigures.lens_text(RESULT) == "rank 1 of 2 (slowest, +38%) · 24% in all_reduce"
+    assert rankfigures.lens_text({**RESULT, "world_size": 1}) is None
+
+
+def test_the_slowest_view_takes_the_slowest_ranks_own_figures():
+    result = {
+        **RESULT,
+        "dispatches_per_step": 4, "device_time_per_step_us": 100.0, "timing": {"median_us": 9.0},
+        "ranks": [
+            {"rank": 0, "dispatches_per_step": 4, "device_time_per_step_us": 100.0},
+            {"rank": 1, "dispatches_per_step": 16, "device_time_per_step_us": 400.0,
+             "timing_median_us": 30.0},
+        ],
+    }  # fmt: skip
+    view = rankfigures.slowest_view(result)
+    assert view["dispatches_per_step"] == 16 and view["device_time_per_step_us"] == 400.0
+    assert view["timing"] == {"median_us": 30.0}
+    assert result["dispatches_per_step"] == 4  # the result itself is left alone
+
+
+def test_a_collectives_hint_fits_vs_codes_hint_length_with_every_figure_in_the_tooltip():
+    row = RESULT["collectives"][1]
+    short = rankfigures.short_collective_hint(row)
+    assert short == "all_reduce: r0 waits 4.91 ms of 5.77 ms"
+    assert len(short) <= rankfigures.HINT_CHARS == 43
+    long_name = {**row, "name": "reduce_scatter_tensor_coalesced"}
+    assert len(rankfigures.short_collective_hint(long_name, " · stale")) <= 43
+    assert rankfigures.short_collective_hint(long_name, " · stale").endswith("· stale")

@@ -222,7 +222,8 @@ export async function clearResults(deps: CommandDeps): Promise<void> {
     SERVER.clearResults,
     argument,
   );
-  void api.showInformationMessage(`trnlens: cleared ${answer.cleared} stored run(s).`);
+  const runs = answer.cleared === 1 ? 'run' : 'runs';
+  void api.showInformationMessage(`trnlens: cleared ${answer.cleared} stored ${runs}.`);
 }
 
 // -- helpers

@@ -16,7 +16,7 @@ import { reportFailure } from './failures';
 import { reportServerProblem } from './problems';
 import { chooseInterpreter, PYTHON_EXTENSION_ID, type PythonEnvironments } from './python';
 import { ReportView, SERVER_REPORT, type ReportAnswer } from './report';
-import { RunTracker } from './runstate';
+import { RUN_SHOWN, RunTracker } from './runstate';
 import { StatusBar } from './statusbar';
 import { UNTRUSTED_MESSAGE } from './trust';
 import { UrlOpener } from './urls';
@@ -81,6 +81,8 @@ export async function activate(context: ExtensionContextLike): Promise<void> {
         log,
         cwd: api.workspaceFolderPaths()[0],
         trusted: api.isWorkspaceTrusted,
+        // an Undo brought back a run that measured the text: the status bar follows it
+        notifications: { [RUN_SHOWN]: (params) => runs.shown(params) },
         middleware: middleware({
           isTrusted: api.isWorkspaceTrusted,
           section: (scopeUri) =>

@@ -16,6 +16,8 @@ export interface ClientSettings {
   log: LogOutputChannel;
   trusted(): boolean;
   cwd: string | undefined;
+  /** The server's own notifications (`trnlens/...`) by method. */
+  notifications?: Record<string, (params: unknown) => void>;
 }
 
 export function createLanguageClient(spec: ServerSpec, settings: ClientSettings): ClientLike {
@@ -43,6 +45,9 @@ export function createLanguageClient(spec: ServerSpec, settings: ClientSettings)
     },
     options,
   );
+  for (const [method, handler] of Object.entries(settings.notifications ?? {})) {
+    client.onNotification(method, handler);
+  }
   return {
     start: () => client.start(),
     stop: (timeout?: number) => client.stop(timeout),

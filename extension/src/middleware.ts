@@ -22,6 +22,18 @@ export interface MiddlewareDeps {
   reportFailure(command: string, error: unknown): void;
 }
 
+// A run report the server asks to show (the comparison toast's "Open report" button): its run id
+// from the page's place beside the run's artifacts.
+const REPORT_PAGE = /\/\.trnlens\/artifacts\/([^/]+)\/(?:report|comparison)\.html$/;
+
+/** The run id of a run report's file URI, else undefined. */
+export function reportRunId(uri: string): string | undefined {
+  if (!/^file:/i.test(uri)) {
+    return undefined;
+  }
+  return REPORT_PAGE.exec(decodeURIComponent(uri))?.[1];
+}
+
 const NEVER_CANCELLED = {
   isCancellationRequested: false,
   onCancellationRequested: () => ({ dispose: () => undefined }),
@@ -89,6 +101,12 @@ export function middleware(deps: MiddlewareDeps): Middleware {
 
     window: {
       async showDocument(params, next) {
+        const runId = reportRunId(params.uri);
+        if (runId !== undefined) {
+          // in the webview beside the code, as the Report lens opens it (not a browser)
+          await deps.showReport({ runId, show: true });
+          return { success: true };
+        }
         if (params.external && /^https?:/i.test(params.uri)) {
           return { success: await deps.openExternal(params.uri) };
         }

@@ -64,7 +64,8 @@ export class ReportView {
     }
     const { type, path, line, href } = message as { type?: unknown; path?: unknown; line?: unknown; href?: unknown };
     if (type === 'reveal' && typeof path === 'string' && typeof line === 'number') {
-      const file = inside(shown.root, path);
+      // a library line (a row of the library lines, a module's block) opens the installed file
+      const file = inside(shown.root, path) ?? libraryFile(path);
       if (file === undefined || !Number.isInteger(line) || line < 1) {
         this.deps.log.warn(`report: refused to reveal ${String(path)}:${String(line)} (outside the project)`);
         return;
@@ -77,6 +78,15 @@ export class ReportView {
       }
     }
   }
+}
+
+/** An installed library's Python file (absolute, `.py`, under site-packages, dist-packages or
+ * a Python's lib/pythonX.Y): what a report may open outside its project; undefined otherwise. */
+export function libraryFile(path: string): string | undefined {
+  if (!isAbsolute(path) || !path.endsWith('.py') || path.split(/[\\/]/).includes('..')) {
+    return undefined;
+  }
+  return /[\\/](site-packages|dist-packages|lib[\\/]python\d+(\.\d+)?)[\\/]/.test(path) ? path : undefined;
 }
 
 /** `path` (relative to `root`, or absolute) when it lies inside `root`; undefined otherwise. */

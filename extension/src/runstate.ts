@@ -58,6 +58,10 @@ export type ProgressValue =
   | { kind: 'report'; message?: string; trnlens?: RunStateValue }
   | { kind: 'end'; message?: string; trnlens?: RunStateValue };
 
+/** The server's notification that a document shows another run of a function again (an Undo
+ * restored the text an earlier run measured): `{uri, qualname, runId, failed}`. */
+export const RUN_SHOWN = 'trnlens/runShown';
+
 export class RunTracker {
   private readonly runs = new Map<string, RunState>();
   private lastEnded: RunState | undefined;
@@ -124,6 +128,19 @@ export class RunTracker {
     const shown = running[running.length - 1] ?? pending[pending.length - 1] ?? this.lastEnded;
     const alsoPending = shown !== undefined && !shown.ended ? pending.length - 1 : pending.length;
     return { run: shown, alsoPending };
+  }
+
+  /** The editor shows another run of a function again (`trnlens/runShown`): when the status
+   * bar's last ended run is that function's failure and the run shown now did not fail, it no
+   * longer says "failed" (the figures on screen are a good run's). */
+  shown(params: unknown): void {
+    const { qualname, failed } = (params ?? {}) as { qualname?: unknown; failed?: unknown };
+    const last = this.lastEnded;
+    if (last === undefined || last.qualname !== qualname || last.state !== 'failed' || failed !== false) {
+      return;
+    }
+    this.lastEnded = { ...last, state: 'done', outcome: 'succeeded', message: 'an earlier run, shown again after the edit' };
+    this.listeners.forEach((listener) => listener());
   }
 
   /** Forgets pending runs: their server is gone (restart or crash). */

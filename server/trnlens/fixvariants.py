@@ -32,6 +32,14 @@ def fixable(findings: Iterable[Finding], qualname: str, code: str | None = None)
     return found
 
 
+def compiled_variants(path: str, qualname: str) -> list[dict]:
+    """``[original, compiled original]``: what a function without a fix is compared with."""
+    return [
+        {"path": path, "qualname": qualname, "label": qualname},
+        {"path": path, "qualname": qualname, "compile": True, "label": f"{qualname} (compiled)"},
+    ]
+
+
 def fix_variants(
     path: str, qualname: str, findings: Iterable[Finding], code: str | None = None
 ) -> list[dict]:

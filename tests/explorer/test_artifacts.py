@@ -58,7 +58,7 @@ def test_no_timestamp_level_hashed_names_several_ntffs_and_orphans(tmp_path):
     assert found.system_dirs == []
     text = "\n".join(artifacts.summary_lines(found))
     assert "no NTFF (orphan)" in text and "no NEFF with its hash (orphan)" in text
-    assert "1 empty NTFF(s)" in text
+    assert "1 empty NTFF:" in text
 
 
 def test_neff_in_a_separate_cache_still_pairs_by_hash(tmp_path):

@@ -202,7 +202,13 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
         check_comparison(answer)
         ends = [r for r in ed.progress(answer["token"]) if isinstance(r, types.WorkDoneProgressEnd)]
         assert ends and ends[0].message == answer["message"]
-        assert any(answer["message"] in m.message for m in ed.client.messages)
+        # the toast: the lens's words (a toast cuts long text) with an Open report button
+        toast = await ed.wait_for(
+            lambda: [q for q in ed.questions if q.message.startswith("trnlens: compared ")],
+            what="the comparison's toast",
+        )
+        assert toast[0].message == f"trnlens: compared rmsnorm_naive: {answer['lens']}"
+        assert [a.title for a in toast[0].actions] == ["Open report"]
         title = (await compare_lenses(ed, uri))["rmsnorm_naive"].command.title
         assert re.fullmatch(
             # the age says when the run was made: "N min ago" once a busy machine took minutes

@@ -67,17 +67,28 @@ async def test_library_finding_sits_on_the_calling_line_with_hover_and_quick_fix
             "8 dispatches a call, 5 calls, 40 of 151 per step (measured, logits, "
         )
         assert "modeling_llama.py:66: naive RMSNorm" in found[0].message
+        # the way to the library line: a related location (editors make it a link)
+        [related] = found[0].related_information
+        assert related.location.uri == Path(modeling_llama()).as_uri()
+        assert related.location.range.start.line == 65
 
         hover = await ed.hover(uri, calling, 12)
         text = hover.contents.value
         assert "**library code called here**" in text
         # Shares of the 5.00 ms of attributed time: 300 µs, 900 µs, 160 µs, 3.00 ms.
-        assert "| `modeling_llama.py:66 forward` (transformers 4.57.6) | 6% | 300 µs | 15 |" in text
-        assert "| `linear.py:125 forward` (torch 2.13.0) | 18% | 900 µs | 14 |" in text
-        assert "| `model.model.layers.0.input_layernorm` | LlamaRMSNorm | 1 | 3% |" in text
+        # each library line a link to the file at that line
+        link = f"({Path(modeling_llama()).as_uri()}#L66)"
+        assert (
+            f"| [`modeling_llama.py:66 forward`]{link} (transformers 4.57.6) | 6% | 300 µs | 15 |"
+            in text
+        )
+        assert (
+            "`linear.py:125 forward`](file://" in text
+            and " (torch 2.13.0) | 18% | 900 µs | 14 |" in text
+        )
         assert "| `model` | LlamaForCausalLM | 1 | 60% |" in text
         assert "| `model.model` | LlamaModel | 1 | 54% |" in text
-        assert "| … 3 more | | | |" in text  # the top 6 modules by total time
+        assert "| … 6 more | | | |" in text  # the top 3 modules by total time: a glance
         assert text.index("linear.py:125") < text.index("modeling_llama.py:66")  # by time
 
         actions = await _actions(ed, uri, found)
@@ -139,6 +150,14 @@ async def test_an_opened_library_file_shows_the_runs_figures(tmp_path):
         )
         assert [d.range.start.line + 1 for d in found] == [66]
         assert "called from samples/tiny_llama.py:34" in found[0].message
+        # one warning per finding: no static TRN001 beside it, no edit, no lens in a library
+        await ed.analysis_settled()
+        assert [d.source for d in ed.diagnostics(uri)] == ["trnlens (library)"]
+        assert "adds use_fused_llama_rms_norm()" in found[0].message  # the fix is project-side
+        [related] = found[0].related_information
+        assert related.location.uri == (root / SAMPLE).as_uri()
+        assert related.location.range.start.line == 33
+        assert await _actions(ed, uri, found) == []
         # The library file changed since the run read it: its figures say they may be off.
         ed.edit(uri, 0, 0, "# edited\n")
         hints = await ed.hints(uri, lines=200)  # the edit is handled before this request

@@ -61,7 +61,7 @@ def test_widths_are_shares_of_the_step_and_text_is_escaped() -> None:
     assert abs(widths["model"] - (0.6 * icicle.WIDTH - 1)) < 0.2
     assert abs(widths["model.model.norm"] - (160 / 5000 * icicle.WIDTH - 1)) < 0.2
     assert (
-        "model.model.norm (LlamaRMSNorm): 160 µs total, 160 µs self, 1 calls, 8 dispatches" in chart
+        "model.model.norm (LlamaRMSNorm): 160 µs total, 160 µs self, 1 call, 8 dispatches" in chart
     )
 
 

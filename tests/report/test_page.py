@@ -95,7 +95,7 @@ def test_a_profile_report_shows_lanes_dispatches_and_source_lines(runs):
     gaps = [e for e in page.events if e["kind"] == "gap"]
     assert len(gaps) == 5
     body = " ".join(page.text)
-    assert "idle between dispatches" in body and "5 gap(s) between 6 dispatch(es)" in body
+    assert "idle between dispatches" in body and "5 gaps between 6 dispatches" in body
     # the per-line breakdown beside the source, with the measured line's bar
     rows = page.all("tr", "measured")
     assert [(r["data-path"], r["data-line"]) for r in rows] == [("samples/rmsnorm.py", "17")]

@@ -21,15 +21,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import {
-  installExtension,
-  launchBrowser,
-  openFile,
-  profileDirs,
-  runPaletteCommand,
-  startCodeServer,
-} from './codeserver.mjs';
+import { launchBrowser, runPaletteCommand } from './codeserver.mjs';
 import { clearNotifications, lensAbove, lineText, toasts, waitFor } from './editor-page.mjs';
+import { sessions } from './session.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const extensionDir = resolve(here, '..', '..');
@@ -83,22 +77,8 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
     }
   });
 
-  async function session(name, folder, file, body) {
-    const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...FAST });
-    await installExtension(dirs, VSIX);
-    const server = await startCodeServer(dirs, { trust: true });
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    try {
-      await openFile(page, server.url, folder, file);
-      await body(page);
-    } catch (error) {
-      await page.screenshot({ path: join(ARTIFACTS, `ux-${name}-failure.png`) }).catch(() => undefined);
-      error.message += `\n(code-server profile and logs: ${join(root, name)}; set TRNLENS_E2E_KEEP=1 to keep them)`;
-      throw error;
-    } finally {
-      await page.close();
-      server.stop();
-    }
+  function session(name, folder, file, body) {
+    return sessions({ browser, root, prefix: 'ux', settings: FAST })(name, folder, file, body);
   }
 
   async function clickLens(page, lineText, linkText) {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { middleware, type MiddlewareDeps } from '../../src/middleware';
+import { middleware, reportRunId, type MiddlewareDeps } from '../../src/middleware';
 import { RunTracker } from '../../src/runstate';
 
 function deps(trusted: boolean) {
@@ -116,5 +116,17 @@ describe('middleware', () => {
     await show({ uri: 'file:///ws/.trnlens/report.html' }, next as never);
     assert.deepEqual(record.opened, ['http://localhost:3001/']);
     assert.deepEqual(handled, ['file:///ws/.trnlens/report.html']);
+  });
+
+  it("opens a run report the server shows (the comparison toast's button) in the webview", async () => {
+    const { value, record } = deps(true);
+    const show = middleware(value).window!.showDocument!;
+    const handled: string[] = [];
+    const next = async (params: { uri: string }) => (handled.push(params.uri), { success: true });
+    const page = 'file:///ws/.trnlens/artifacts/20260101T000000-abcdef12/comparison.html';
+    assert.deepEqual(await show({ uri: page, external: true }, next as never), { success: true });
+    assert.deepEqual(record.reports, [{ runId: '20260101T000000-abcdef12', show: true }]);
+    assert.deepEqual(handled, []);
+    assert.equal(reportRunId('file:///ws/.trnlens/artifacts/r1/trace.json'), undefined);
   });
 });

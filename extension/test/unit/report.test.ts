@@ -2,7 +2,7 @@ import './vscode-stub';
 import { reset, state } from './vscode-stub';
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
-import { inside, ReportView, type ReportAnswer } from '../../src/report';
+import { inside, libraryFile, ReportView, type ReportAnswer } from '../../src/report';
 import { recordingLog, settle } from './helpers';
 
 const ANSWER: ReportAnswer = {
@@ -80,6 +80,21 @@ describe('report webview', () => {
     const { view } = setup({ ...ANSWER, runIds: ['a', 'b', 'c'] });
     await view.show({});
     assert.equal(state.panels[0].title, 'Report (3 variants)');
+  });
+
+  it('opens a library line the report lists (an installed .py file), nothing else outside', async () => {
+    const { view, log } = setup();
+    await view.show({});
+    const panel = state.panels[0];
+    const library = '/venv/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py';
+    panel.messages.fire({ type: 'reveal', path: library, line: 66 });
+    panel.messages.fire({ type: 'reveal', path: '/home/u/.ssh/config.py', line: 1 });
+    await settle();
+    assert.deepEqual(state.revealed, [{ path: library, line: 65, column: 1 }]);
+    assert.equal(log.lines.filter((l) => l.includes('refused')).length, 1);
+    assert.equal(libraryFile('/usr/lib/python3.12/json/decoder.py'), '/usr/lib/python3.12/json/decoder.py');
+    assert.equal(libraryFile('/x/site-packages/../../etc/passwd.py'), undefined);
+    assert.equal(libraryFile('/x/site-packages/pkg/data.json'), undefined);
   });
 
   it('inside() keeps paths under the root', () => {

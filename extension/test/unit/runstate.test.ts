@@ -22,6 +22,17 @@ const end = (outcome: 'succeeded' | 'raised' | 'failed' | 'cancelled', message: 
 });
 
 describe('RunTracker', () => {
+  it('stops saying failed when an Undo brings back a good run of that function', () => {
+    const runs = new RunTracker();
+    runs.handle('t1', begin('logits'));
+    runs.handle('t1', end('raised', 'logits raised: IndexError'));
+    assert.equal(runs.current().run?.state, 'failed');
+    runs.shown({ uri: 'file:///m.py', qualname: 'other', runId: 'r0', failed: false });
+    assert.equal(runs.current().run?.state, 'failed'); // another function's run: no change
+    runs.shown({ uri: 'file:///m.py', qualname: 'logits', runId: 'r1', failed: false });
+    assert.equal(runs.current().run?.state, 'done');
+  });
+
   it('follows a run through its phases to done', () => {
     const runs = new RunTracker();
     let changes = 0;

@@ -154,25 +154,36 @@ def _bandwidth(per_step: list[dict]) -> float | None:
     return size / transfer / 1e3 if size and transfer > 0 else None
 
 
+def _median_step(per_step: list[dict]) -> dict:
+    """The step whose wall time is the median (the lower middle one of an even count): its wall,
+    collectives, wait and exposed part are read together, so that busy = wall − wait holds in
+    the row (the medians of each column taken apart need not subtract)."""
+    if not per_step:
+        return {"wall": 0.0, "in": 0.0, "wait": 0.0, "exposed": None}
+    ordered = sorted(per_step, key=lambda s: s["wall"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def _rank_row(r: dict, calls: dict, steps: int) -> dict:
-    """Medians over the profiled steps, all read from this rank's profile (one clock): the
+    """The rank's median step by wall time, read from this rank's profile (one clock): the
     step's span (ProfilerStep), its time in collectives, its wait, and wall minus wait."""
     per_step = _per_step(r, calls, _waits(calls), steps)
+    median = _median_step(per_step)  # one step's columns, read together
     timing = r.get("timing") or {}
     return {
         "rank": r["rank"],
         "local_rank": r.get("local_rank", r["rank"]),
         "host": r.get("host"),
-        "wall_time_per_step_us": _median(p["wall"] for p in per_step),
+        "wall_time_per_step_us": median["wall"],
         "cpu_time_per_step_us": r.get("cpu_time_per_step_us"),
         "device_time_per_step_us": r.get("device_time_per_step_us"),
         "dispatches_per_step": r.get("dispatches_per_step"),
-        "collective_time_per_step_us": _median(p["in"] for p in per_step),
-        "collective_wait_per_step_us": _median(p["wait"] for p in per_step),
-        "collective_exposed_per_step_us": _optional_median(p["exposed"] for p in per_step),
+        "collective_time_per_step_us": median["in"],
+        "collective_wait_per_step_us": median["wait"],
+        "collective_exposed_per_step_us": median.get("exposed"),
         "collective_bytes_per_step": _median(p["bytes"] for p in per_step),
         "collective_bandwidth_gbps": _bandwidth(per_step),
-        "busy_time_per_step_us": _median(p["wall"] - p["wait"] for p in per_step),
+        "busy_time_per_step_us": median["wall"] - median["wait"],
         "timing_median_us": timing.get("median_us"),
         # CUDA: communication kernels overlapped by compute, and the exposed rest (overlap.py)
         **((r.get("rank_timeline") or {}).get("overlap") or {}),

@@ -62,7 +62,8 @@ class Reloader:
             for name in stale:
                 sys.modules.pop(name, None)
                 self.modules.pop(name, None)
-            notes.append(f"reloaded {len(stale)} changed module(s): {', '.join(sorted(stale))}")
+            noun = "module" if len(stale) == 1 else "modules"
+            notes.append(f"reloaded {len(stale)} changed {noun}: {', '.join(sorted(stale))}")
         if torch is not None:
             self._restore_torch(torch)
         random.seed(0)

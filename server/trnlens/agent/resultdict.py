@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from . import loader
+from .executed import fingerprint
 from .measure import Measurement, Settings
 from .protocol import SCHEMA_VERSION
 
@@ -132,6 +133,8 @@ def record(result: dict, m: Measurement, project: loader.Project) -> None:
         result["dispatch_sites"] = m.dispatch_sites
         result["dispatch_shapes"] = m.dispatch_shapes
     result["warnings"].extend(m.warnings)
+    # what ran in the project, hashed: the editor marks the run stale when any of it changes
+    result["executed"] = fingerprint.fingerprint(result, project)
 
 
 def add_line_texts(lines: list[dict], project: loader.Project) -> None:

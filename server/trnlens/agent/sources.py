@@ -68,6 +68,15 @@ def _definition(qualname: str, node, in_class: bool) -> Definition:
     return Definition(qualname, kind, node.lineno, start, node.end_lineno or node.lineno, params)
 
 
+def functions(tree: ast.Module) -> list[Definition]:
+    """Every function and method (not classes), as ``iter_definitions`` walks them."""
+    return [
+        _definition(name, node, in_class)
+        for name, node, in_class in iter_definitions(tree)
+        if not isinstance(node, ast.ClassDef)
+    ]
+
+
 def definition_text(text: str, definition: Definition) -> str:
     lines = text.splitlines()
     return "\n".join(lines[definition.start_line - 1 : definition.end_line])

@@ -169,7 +169,7 @@ def _causes(profiled: dict | None, timing: dict | None, busy: bool, threads: int
     if (profiled or {}).get("page_faults", 0) > (timing or {}).get("page_faults", 0):
         found.append("page faults in the profiled steps (fresh memory for big tensors)")
     if threads is not None and threads > 1:
-        found.append(f"OpenMP thread wake-ups between ops ({threads} threads)")
+        found.append(f"OpenMP thread wake-ups between ops ({threads} threads)")  # threads > 1 here
     few = (profiled and profiled["steps"] < FEW_STEPS) or (
         timing and timing.get("repeats", FEW_STEPS) < FEW_STEPS
     )

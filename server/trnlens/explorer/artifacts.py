@@ -179,5 +179,6 @@ def summary_lines(profile: Profile, relative_to: Path | None = None) -> list[str
         lines.append(f"- runtime trace: {traces}")
     empty = profile.empty_ntffs
     if empty:
-        lines.append(f"- {len(empty)} empty NTFF(s): NeuronCores this run did not use")
+        noun = "NTFF" if len(empty) == 1 else "NTFFs"
+        lines.append(f"- {len(empty)} empty {noun}: NeuronCores this run did not use")
     return lines

@@ -269,7 +269,7 @@ def _measured(
         )
     elif calls:
         cost = (
-            f"{_number(dispatches / calls)} dispatches a call, {_number(calls)} calls, "
+            f"{_plural(dispatches / calls, 'dispatch')} a call, {_plural(calls, 'call')}, "
             f"{_number(dispatches)}{of_total} per step"
         )
     else:
@@ -355,3 +355,9 @@ def _number(value: float | None) -> str:
     if value is None:
         return "?"
     return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
+
+
+def _plural(n: float, noun: str) -> str:
+    """``1 call``, ``5 calls``, ``1.5 dispatches``: the noun agrees with the figure."""
+    plural = noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
+    return f"{_number(n)} {noun if _number(n) == '1' else plural}"

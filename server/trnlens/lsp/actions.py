@@ -46,6 +46,18 @@ def code_actions(
     for finding in analysed.findings:
         where = analysed.range(finding)
         if not _overlaps(where, params.range):
+            # elsewhere in the finding's function: only Measure the fix (from the lightbulb on
+            # its def or any line, not only from the diagnostic's own menu)
+            symbol = symbols.get(finding.qualname or "")
+            if (
+                symbol is not None
+                and finding.qualname
+                and finding.variant_source
+                and (finding.qualname, finding.code) not in measured
+                and _in_function(structure, symbol, params.range.start.line)
+            ):
+                measured.add((finding.qualname, finding.code))
+                found.append(_measure(doc, finding.qualname, finding.code, []))
             continue
         diagnostics = [
             d
@@ -80,14 +92,26 @@ def code_actions(
             and (qualname, finding.code) not in measured
         ):
             measured.add((qualname, finding.code))
-            arguments = {"uri": doc.uri, "qualname": qualname, "code": finding.code}
-            title = f"Measure the fix: {qualname} vs fixed vs torch.compile (trnlens)"
-            found.append(
-                types.CodeAction(
-                    title=title,
-                    kind=types.CodeActionKind.QuickFix,
-                    diagnostics=diagnostics,
-                    command=types.Command(title=title, command=MEASURE_FIX, arguments=[arguments]),
-                )
-            )
+            found.append(_measure(doc, qualname, finding.code, diagnostics))
     return found
+
+
+def _in_function(structure, symbol, line: int) -> bool:
+    start = structure.header_line_now(symbol)
+    now = structure.def_line_now(symbol)
+    if start is None or now is None:
+        return False
+    return start <= line <= now + (symbol.end_line - symbol.def_line)
+
+
+def _measure(
+    doc: ProfiledDocument, qualname: str, code: str, diagnostics: list[types.Diagnostic]
+) -> types.CodeAction:
+    arguments = {"uri": doc.uri, "qualname": qualname, "code": code}
+    title = f"Measure the fix: {qualname} vs fixed vs torch.compile (trnlens)"
+    return types.CodeAction(
+        title=title,
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=diagnostics or None,
+        command=types.Command(title=title, command=MEASURE_FIX, arguments=[arguments]),
+    )

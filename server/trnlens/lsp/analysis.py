@@ -31,7 +31,7 @@ from lsprotocol import types
 
 from trnlens import speedup
 from trnlens.analysis import Finding, Location, analyse_source
-from trnlens.fixvariants import NoFix, fix_variants
+from trnlens.fixvariants import NoFix, compiled_variants, fix_variants
 from trnlens.headline import headline as run_headline
 from trnlens.libraries.swap import swap_variants
 from trnlens.lsp import compiled, format
@@ -189,7 +189,11 @@ class AnalysisService:
         """The diagnostics hub's provider. On the loop it never analyses: the document's open
         analysed it in a worker thread; after edits (once they pause) and settings changes (at
         once) a worker thread analyses again, the previous findings standing meanwhile, and
-        publishes (a 50,000-line file's analysis is seconds of CPU)."""
+        publishes (a 50,000-line file's analysis is seconds of CPU). None in a file outside the
+        project: the user cannot fix them there, and what a run measured there comes once per
+        finding from lsp/library.py."""
+        if doc.read_only:
+            return []
         cached = self._cache.get(doc.uri)
         if cached is None or cached.rules != _rules(settings) or cached.text != doc.text:
             delay = DEBOUNCE_S if cached is not None and cached.rules == _rules(settings) else 0
@@ -306,13 +310,16 @@ class AnalysisService:
     # -- the Compare lens
     def lenses(self, doc: ProfiledDocument, target: str) -> list[types.CodeLens]:
         structure = doc.analysis()
-        if structure is None:
+        if structure is None or doc.read_only:
             return []
         analysed = self._cache.get(doc.uri)
         if analysed is None:  # being analysed off the loop: lenses are refreshed once done
             return []
         found = []  # while typing: the findings of the text before, until it pauses
-        for qualname in _fused(analysed):
+        fused = _fused(analysed)
+        # every profiled function: as written vs compiled, when the analysis has no fix there
+        profiled = [q for q in doc.placements if q not in fused and not q.startswith("<")]
+        for qualname in fused + profiled:
             symbol = structure.symbols.get(qualname)
             line = structure.header_line_now(symbol) if symbol else None
             if symbol is None or line is None:
@@ -329,17 +336,17 @@ class AnalysisService:
             else:
                 if target != LOCAL:
                     arguments["target"] = target
-                command = types.Command(
-                    title=self._lens_title(doc, qualname), command=COMPARE, arguments=[arguments]
-                )
+                title = self._lens_title(doc, qualname, qualname in fused)
+                command = types.Command(title=title, command=COMPARE, arguments=[arguments])
             found.append(types.CodeLens(types.Range(position, position), command))
         return found
 
-    def _lens_title(self, doc: ProfiledDocument, qualname: str) -> str:
+    def _lens_title(self, doc: ProfiledDocument, qualname: str, fixable: bool = True) -> str:
         title = "⇄ Compare variants"
         done = self.comparisons.get((doc.uri, qualname))
         if done is None:
-            return title
+            # without a fix, what the click measures: the function against its compiled self
+            return title if fixable else "⇄ Compare with torch.compile"
         parts = [title]
         structure = doc.analysis()
         if structure is not None and structure.source_hash(qualname) != done.source_hash:
@@ -350,9 +357,15 @@ class AnalysisService:
 
     # -- comparisons (trnlens.server.compare / measureFix)
     async def compare(
-        self, uri: str, qualname: str, target: str | None = None, code: str | None = None
+        self,
+        uri: str,
+        qualname: str,
+        target: str | None = None,
+        code: str | None = None,
+        compiled_only: bool = False,
     ) -> dict:
-        """Runs original, fixed and compiled; answers once the run is over."""
+        """Runs original, fixed and compiled; answers once the run is over. ``compiled_only``
+        (the Compare command): without a fix, original and compiled instead of a refusal."""
         doc = self.ctx.documents.get(uri)
         if doc is not None:
             await self.analysed(doc)  # off the loop: make_variants then reads the cache
@@ -379,7 +392,11 @@ class AnalysisService:
                 try:
                     return swap_variants(str(path), qualname, run)
                 except NoFix:
-                    raise RequestRefused(str(exc)) from None
+                    if not compiled_only:  # Measure the fix, where there is none
+                        raise RequestRefused(str(exc)) from None
+                # No fix: the function as written against its torch.compile'd self, which
+                # every function can be compared with.
+                return compiled_variants(str(path), qualname)
 
         job, new = await self.runs.compare(
             uri, qualname, make_variants, self._compared, target, title=f"Compare {qualname}"

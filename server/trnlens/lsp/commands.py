@@ -57,8 +57,8 @@ async def profile(app: Services, arg: FunctionArgument) -> Answer:
 
 async def compare(app: Services, arg: FunctionArgument) -> Answer:
     """-> the comparison of the original, each analysis fix and the compiled original (answered
-    once the run is over; see ``analysis.summarize``)."""
-    return await _compare(app, arg.uri, arg.qualname, arg.target, None)
+    once the run is over; see ``analysis.summarize``); without a fix, as written vs compiled."""
+    return await _compare(app, arg.uri, arg.qualname, arg.target, None, compiled_only=True)
 
 
 async def measure_fix(app: Services, arg: MeasureFixArgument) -> Answer:
@@ -67,10 +67,15 @@ async def measure_fix(app: Services, arg: MeasureFixArgument) -> Answer:
 
 
 async def _compare(
-    app: Services, uri: str, qualname: str, target: str | None, code: str | None
+    app: Services,
+    uri: str,
+    qualname: str,
+    target: str | None,
+    code: str | None,
+    compiled_only: bool = False,
 ) -> Answer:
     try:
-        return await app.analysis.compare(uri, qualname, target, code)
+        return await app.analysis.compare(uri, qualname, target, code, compiled_only)
     except RunFailed as exc:  # it ran and failed: the answer says so (runs._fail did not)
         raise CommandError(str(exc), exc.severity) from None
     except RequestRefused as exc:

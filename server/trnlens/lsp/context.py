@@ -22,9 +22,10 @@ from pygls.uris import to_fs_path
 
 from trnlens import project
 from trnlens.agent.notebook.cells import NotebookError, join_notebook
+from trnlens.lsp import readonly
 from trnlens.lsp.config import Config
 from trnlens.lsp.diagnostics import DiagnosticsHub
-from trnlens.lsp.documents import ProfiledDocument, parse_or_none
+from trnlens.lsp.documents import Analysis, ProfiledDocument, analyse, parse_or_none
 from trnlens.lsp.errors import CommandError
 from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.stored import latest_profile
@@ -96,6 +97,8 @@ class Context:
         self._reparsing: dict[str, ProfiledDocument] = {}
         self._deferred: dict[str, bool] = {}  # publishes asked for meanwhile (and their force)
         self._tasks: set[asyncio.Task] = set()
+        # closed project files' analyses by path: (mtime_ns, size, analysis or None)
+        self._closed: dict[Path, tuple[int, int, Analysis | None]] = {}
 
     # -- paths, projects, stores
     def path_of(self, uri: str) -> Path:
@@ -180,8 +183,35 @@ class Context:
             return None
         root = project.find_root(path)
         doc = ProfiledDocument(uri, Path(path), root, text, next(self._generations))
+        doc.read_only = readonly.outside_project(
+            doc.path, doc.root, self.client.workspace_folders()
+        )
+        doc.project_files = lambda relpath: self.project_analysis(root, relpath)
         self.documents[uri] = doc
         return doc
+
+    def project_analysis(self, root: Path, relpath: str) -> Analysis | None:
+        """The analysis of a project file's text now: its open buffer, else the file on disk
+        (read again only when its size or mtime changed); None when it cannot be read or
+        parsed. What a run's executed fingerprint is checked against (documents.py)."""
+        for doc in self.documents.values():
+            if doc.root == root and doc.relpath == relpath:
+                return doc.analysis()
+        path = root / relpath
+        try:
+            stat = path.stat()
+        except OSError:
+            self._closed.pop(path, None)
+            return None
+        cached = self._closed.get(path)
+        if cached is not None and cached[:2] == (stat.st_mtime_ns, stat.st_size):
+            return cached[2]
+        try:  # a source file, read once per change: small next to a parse
+            found: Analysis | None = analyse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            found = None
+        self._closed[path] = (stat.st_mtime_ns, stat.st_size, found)
+        return found
 
     def opening(self, uri: str) -> asyncio.Event:
         """Marks the document as being prepared off the loop: requests wait for :meth:`opened`

@@ -9,12 +9,13 @@ the measured lines it reported for this file, anchored so they follow edits (see
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trnlens.agent import sources
+from trnlens.agent.executed.fingerprint import module_hash
 from trnlens.agent.notebook.cells import Joined
 from trnlens.headline import headline as run_headline
 from trnlens.libraries.callers import calling_lines
@@ -27,6 +28,8 @@ _IMPORTS_TORCH = re.compile(r"^[ \t]*(import[ \t]+torch\b|from[ \t]+torch[ \t.])
 # `# trnlens: inputs=NAME`: NAME builds another function's arguments; it is no profile target
 SUPERSEDED_KEPT = 4  # earlier runs kept per function for Undo
 _INPUTS_DIRECTIVE = re.compile(r"#\s*trnlens:.*?\binputs\s*=\s*([A-Za-z_]\w*)")
+# The header of the module-swap helper trnlens writes (libraries/swap.py): "# trnlens TRN001: …"
+_SWAP_HELPER = re.compile(r"^\s*#\s*trnlens TRN\d+:")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,16 @@ class Analysis:
     imports_torch: bool
     anchors: LineAnchors  # def lines of the parsed version -> now
     modules: set[str] = field(default_factory=set)  # qualnames of the nn.Module classes
+    # 1-based (first decorator, last line) of every function and method, duplicates included
+    function_spans: tuple[tuple[int, int], ...] = ()
     _hashes: dict[str, str] = field(default_factory=dict)
+    _module_hash: str | None = None
+
+    def module_hash(self) -> str:
+        """The hash of the code outside functions (agent/executed/fingerprint.py)."""
+        if self._module_hash is None:
+            self._module_hash = module_hash(self.text, self.function_spans)
+        return self._module_hash
 
     def def_line_now(self, symbol: Symbol) -> int | None:
         return self.anchors.get(symbol.def_line)
@@ -104,12 +116,29 @@ def analyse(text: str) -> Analysis:
         suggested = has_directive(lines, start) or bool(bound & definition.reads)
         if qualname in factories:
             suggested = False  # an inputs factory: profiling it measures the test data
+        if _generated_helper(lines, start):
+            suggested = False  # the swap helper's fixed method: a method body, not a target
         found[qualname] = Symbol(
             qualname, kind, offset + definition.def_line, start, offset + definition.end_line,
             definition.column, suggested,
         )  # fmt: skip
     anchors = LineAnchors(s.def_line for s in found.values())
-    return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors, modules)
+    spans = tuple(
+        (offset + d.start_line + 1, offset + d.end_line + 1)
+        for offset, d in parsed.definitions
+        if d.kind != "class"
+    )
+    return Analysis(text, found, bool(_IMPORTS_TORCH.search(text)), anchors, modules, spans)
+
+
+def _generated_helper(lines: list[str], start: int) -> bool:
+    """The comment block right above line ``start`` opens with the swap helper's header."""
+    index = start - 1
+    while 0 <= index < len(lines) and lines[index].lstrip().startswith("#"):
+        if _SWAP_HELPER.match(lines[index]):
+            return True
+        index -= 1
+    return False
 
 
 def parse_or_none(text: str) -> Analysis | None:
@@ -168,9 +197,17 @@ class EditMark:
     index: int
 
 
+# project-relative path -> the analysis of that project file's text now (an open buffer, else
+# the disk), None when it cannot be read: what a run's executed fingerprint is checked against
+ProjectFiles = Callable[[str], "Analysis | None"]
+
+
 class ProfiledDocument:
     def __init__(self, uri: str, path: Path, root: Path, text: str, generation: int):
         self.uri = uri
+        # outside the project (site-packages, the standard library): read-only to trnlens
+        self.read_only = False
+        self.project_files: ProjectFiles | None = None
         self.path = path
         self.root = root
         self.relpath = _relpath(path, root)
@@ -316,15 +353,44 @@ class ProfiledDocument:
         return 0 if now is None else now - (run_line - 1)
 
     def is_stale(self, placement: Placement) -> bool:
-        """The function's current source differs from the measured one (or it is gone), or its
-        inputs factory differs from the one it had when the run was placed."""
+        """The function's current source differs from the measured one (or it is gone), its
+        inputs factory differs from the one it had when the run was placed, or other project
+        code the run executed changed (:meth:`executed_changed`)."""
         analysis = self.analysis()
         if analysis is None:
             return False
         current = analysis.source_hash(placement.result.qualname)
         if current != placement.result.data["function"].get("source_hash"):
             return True
-        return self.inputs_hash(placement.result.qualname) != placement.inputs_hash
+        if self.inputs_hash(placement.result.qualname) != placement.inputs_hash:
+            return True
+        return self.executed_changed(placement) is not None
+
+    def executed_changed(self, placement: Placement) -> str | None:
+        """Where the project code the run executed differs now (``path`` for its code outside
+        functions, ``path::qualname`` for a function), from the run's ``executed``
+        fingerprint (agent/executed/fingerprint.py); None when nothing did, or the run has none
+        (an older run). A file that cannot be read now is not counted."""
+        executed = placement.result.data.get("executed")
+        if not isinstance(executed, dict):
+            return None
+        for relpath, entry in executed.items():
+            if not isinstance(entry, dict):
+                continue
+            if relpath == self.relpath:
+                now = self.analysis()
+            elif self.project_files is not None:
+                now = self.project_files(relpath)
+            else:
+                continue
+            if now is None:
+                continue
+            if entry.get("module") and now.module_hash() != entry["module"]:
+                return relpath
+            for qualname, recorded in (entry.get("defs") or {}).items():
+                if now.source_hash(qualname) != recorded:
+                    return f"{relpath}::{qualname}"
+        return None
 
     def inputs_hash(self, qualname: str) -> str | None:
         """source_hash of the factory the function's (or its class's) directive names."""
@@ -351,10 +417,10 @@ class ProfiledDocument:
                 index -= 1
         return None
 
-    def restore_matching(self) -> bool:
+    def restore_matching(self) -> list[Placement]:
         """Shows again an earlier run whose source matches the text (after an Undo) in place of
-        a stale one; True when one came back."""
-        swapped = False
+        a stale one; the runs that came back."""
+        swapped: list[Placement] = []
         for qualname, placement in list(self.placements.items()):
             older = self.superseded.get(qualname) or []
             if not older or not self.is_stale(placement):
@@ -364,7 +430,7 @@ class ProfiledDocument:
                 older.remove(match)
                 self.superseded[qualname] = [placement, *older][:SUPERSEDED_KEPT]
                 self.placements[qualname] = match
-                swapped = True
+                swapped.append(match)
         return swapped
 
     def line_figures(self) -> Iterator[tuple[int, dict, Placement]]:

@@ -58,8 +58,8 @@ async def code_lens_resolve(app: Services, lens: types.CodeLens) -> types.CodeLe
 @guarded([])
 async def code_action(app: Services, params: types.CodeActionParams) -> list[types.CodeAction]:
     doc = await app.ctx.document(params.text_document.uri)
-    if doc is None:
-        return []
+    if doc is None or doc.read_only:
+        return []  # no edit to an installed library or the standard library (lsp/readonly.py)
     await app.analysis.analysed(doc)  # off the loop: actions.code_actions reads the cache
     return (
         missing_inputs.code_actions(doc, params)

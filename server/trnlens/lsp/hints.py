@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
+from trnlens import rankfigures
 from trnlens.headline import headline as run_headline
 from trnlens.lsp import format
 from trnlens.lsp.documents import Placement, ProfiledDocument
@@ -70,11 +71,15 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
             if doc.is_stale(placement):
                 label += " · stale"
             result = placement.result
+            # a multi-rank run's lines are rank 0's figures (the lens shows the slowest rank's)
+            rank = "r0 " if rankfigures.is_multi_rank(result.data) else ""
+            label = f"{rank}{label}"
             if len(measured) > 1:  # a line several profiled functions ran: say whose figures
                 label = f"{result.qualname}: {label}"
             labels.append(label)
+            whose = " of rank 0" if rank else ""
             tips.append(
-                f"{result.qualname}: {result.part_label} time per step, of the run's "
+                f"{result.qualname}: {result.part_label} time per step{whose}, of the run's "
                 f"{run_headline(result.data).text}, from run {result.run_id}" + backward_tip(entry)
             )
         hints.append(

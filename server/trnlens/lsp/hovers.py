@@ -18,7 +18,9 @@ from trnlens.lsp import compiled, format, library, markdown, rank_hints, run_fin
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
-MAX_OPS = 15
+# A hover is a glance, not a page (VS Code's hover grows to a few screens): the top few ops,
+# and the rest behind the "Open run report" link at its end.
+MAX_OPS = 5
 # A stored run's folder does not change (pruning only removes what these lines would list, and
 # a pruned run's hover then still names its files): walked once per run, in a worker thread.
 _NEURON_LINES: dict[Path, list[str]] = {}
@@ -168,7 +170,8 @@ def _line_table(entry: dict, placement: Placement, pad: bool = False) -> str:
         *_header(placement, pad),
     ]
     device = _device_column(placement)
-    for name, calls in sorted((entry.get("ops") or {}).items(), key=lambda kv: -kv[1]):
+    ranked = sorted((entry.get("ops") or {}).items(), key=lambda kv: -kv[1])
+    for name, calls in ranked[:MAX_OPS]:
         op = ops.get(name, {})
         part = calls / op["calls"] if op.get("calls") else 0
         rows.append(
@@ -182,6 +185,8 @@ def _line_table(entry: dict, placement: Placement, pad: bool = False) -> str:
                 pad,
             )  # fmt: skip
         )
+    if len(ranked) > MAX_OPS:
+        rows.append(_row([f"… {len(ranked) - MAX_OPS} more", *[""] * (4 if device else 3)], False))
     rows.append("")
     rows.append("_op times are the run's per-step self times, shared out by this line's calls_")
     return "\n".join(rows)
@@ -243,7 +248,7 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
         lines.append("**stale**: the function's source changed since this run")
     if (data.get("stability") or {}).get("noisy"):  # the warnings say why and what to do
         unstable = [w for w in data.get("warnings") or [] if stability.is_stability_warning(w)]
-        lines.extend(["", *(_unstable(settings_not_flags(w)) for w in unstable)])
+        lines.extend(["", _unstable(unstable)])
     trace = next((a for a in data.get("artifacts") or [] if a.get("kind") == "chrome_trace"), None)
     if trace and artifacts is not None:
         run_dir = (artifacts / placement.result.run_id).resolve()
@@ -257,11 +262,20 @@ def _footer(doc: ProfiledDocument, placement: Placement, artifacts: Path | None)
     return "\n".join(lines)
 
 
-def _unstable(warning: str) -> str:
-    """A stability warning for the hover; the advice that follows them is said once, plainly."""
-    if warning.startswith(stability.ADVICE_PREFIX):
-        return _escape(warning[0].upper() + warning[1:])
-    return f"**not stable**: {_escape(warning)}"
+def _unstable(warnings: list[str]) -> str:
+    """One line for the run's stability warnings: the first one's first sentence and the advice;
+    the rest in the report and ``trnlens profile``."""
+    said = [w for w in warnings if not w.startswith(stability.ADVICE_PREFIX)]
+    advice = [w for w in warnings if w.startswith(stability.ADVICE_PREFIX)]
+    if not said:
+        return "**not stable** (the report says why)"
+    first = settings_not_flags(said[0]).split("; ")[0].split(". ")[0].rstrip(" .:")
+    more = (
+        f" ({format.count(len(said) - 1, 'more warning')} in the report)" if len(said) > 1 else ""
+    )
+    todo = settings_not_flags(advice[0]) if advice else ""
+    todo = f". {todo[0].upper()}{todo[1:]}" if todo else ""
+    return f"**not stable**: {_escape(first)}{more}{_escape(todo)}"
 
 
 def _neuron_lines(run_dir: Path) -> list[str]:

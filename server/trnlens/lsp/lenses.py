@@ -76,7 +76,7 @@ class LensCache:
         cached = self._cached(doc, key)
         if cached is not None:
             return cached
-        text, analysis = doc.text, doc.analysis()
+        text, analysis = doc.text, _profilable(doc)
         placed = frozenset(doc.placements) | frozenset(doc.inputs_failures)
         try:
             built = await asyncio.to_thread(
@@ -115,7 +115,13 @@ def code_lenses(
 ) -> list[dict]:
     """The document's Profile lenses as LSP JSON (see the module's docstring)."""
     placed = frozenset(doc.placements) | frozenset(doc.inputs_failures)
-    return _build(doc.uri, doc.analysis(), placed, target, placement, pending, ranks)
+    return _build(doc.uri, _profilable(doc), placed, target, placement, pending, ranks)
+
+
+def _profilable(doc: ProfiledDocument) -> Analysis | None:
+    """The document's analysis, or None for a library file: it is not the user's to profile
+    (lsp/readonly.py)."""
+    return None if doc.read_only else doc.analysis()
 
 
 def _build(
@@ -225,13 +231,16 @@ def _title(
     history: HistoryLabel | None = None,
     ranks: int = 1,
 ) -> str:
-    title = _plain_title(target, ranks)
     placement = doc.placements.get(qualname)
+    multi = placement is not None and rankfigures.is_multi_rank(placement.result.data)
+    # a multi-rank run says its ranks once, in its own figures (rankfigures.lens_text)
+    title = _plain_title(target, 1 if multi else ranks)
+    # the last click stopped for want of inputs: say so where the user clicked, even over an
+    # earlier good run's figures (the click did not measure them)
+    needs = qualname in doc.inputs_failures
+    if needs and not missing_inputs.has_inputs_directive(doc, qualname):
+        return f"{title} · failed: needs inputs"
     if placement is None:
-        # the last click stopped for want of inputs: say so where the user clicked
-        needs = qualname in doc.inputs_failures
-        if needs and not missing_inputs.has_inputs_directive(doc, qualname):
-            return f"{title} · failed: needs inputs"
         return title
     result = placement.result
     parts = [title]
@@ -240,10 +249,10 @@ def _title(
     if result.error:
         parts.append(format.failure(result.error))
     else:
-        parts.append(format.headline(result))
-        ranks_text = rankfigures.headline(result.data)  # 2 ranks · slowest rank 1 (+38%) · ...
-        if ranks_text:
+        ranks_text = rankfigures.lens_text(result.data)  # rank 1 of 2 (slowest, +38%) · ...
+        if ranks_text:  # the slowest rank's figures, labelled with its rank
             parts.append(ranks_text)
+        parts.append(format.headline(Result(rankfigures.slowest_view(result.data))))
         compile_text = compiled.lens_text(result)  # compile time and graphs of a compiled run
         if compile_text:
             parts.append(compile_text)

@@ -31,8 +31,8 @@ from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.run_findings import ast_position, line_range
 
 SOURCE = "trnlens (library)"
-MAX_LINES = 5
-MAX_MODULES = 6
+MAX_LINES = 3  # a hover's glance: the rest is in the run report
+MAX_MODULES = 3
 
 
 def attributed_us(data: dict) -> float:
@@ -80,28 +80,88 @@ def diagnostics(
                 )
                 if doc.is_stale(placement):
                     message += " · stale: the function changed since"
+                related = [_library_location(entry)]
                 found.append(
-                    _diagnostic(doc.text, line, message, entry, roots, placement.result.qualname)
+                    _diagnostic(
+                        doc.text, line, message, entry, roots, placement.result.qualname, related
+                    )
                 )
+    if not doc.read_only:
+        return found
+    # A library file: each finding once (the latest run's), never an edit here: the fix is the
+    # swap helper on the calling line, in the project.
     path = _resolved(doc.path)
     digest = None
+    by_finding: dict[tuple, types.Diagnostic] = {}
     for other in others:
         for placement in _placements(other):
             for entry in placement.result.data.get("library_findings") or []:
                 if not _shows(placement, str(entry.get("path")), path):
                     continue
-                callers = ", ".join(f"{c['path']}:{c['line']}" for c in entry.get("callers") or [])
+                callers = entry.get("callers") or []
+                where = ", ".join(f"{c['path']}:{c['line']}" for c in callers)
                 message = f"{entry['message']} (measured by a run of {placement.result.identity}"
-                message += f", called from {callers})" if callers else ")"
+                message += f", called from {where})" if where else ")"
+                if entry.get("fix") and callers:
+                    message += (
+                        f"\nfix it in the project, not here: the quick fix on the calling line "
+                        f"adds {swap.helper_name(entry)}(), which swaps "
+                        f"{entry.get('owner')}.{entry['fix']['method']} where the model is built"
+                    )
                 digest = digest or _digest(doc.text)
                 if _changed(placement, str(entry.get("path")), digest):
                     message += " · stale: the file changed since the run read it"
-                found.append(_diagnostic(doc.text, int(entry["line"]) - 1, message, entry, []))
-    return found
+                related = [
+                    r for c in callers if (r := _caller_location(other, placement, c)) is not None
+                ]
+                key = (entry.get("code"), entry.get("line"))
+                by_finding[key] = _diagnostic(
+                    doc.text, int(entry["line"]) - 1, message, entry, [], None,
+                    related,
+                )  # fmt: skip
+    return found + list(by_finding.values())
+
+
+def _library_location(entry: dict) -> types.DiagnosticRelatedInformation:
+    """The library line of a finding, for the calling line's diagnostic (editors make it a
+    link: the way from the project to the naive code without a Python extension)."""
+    line = max(0, int(entry.get("line") or 1) - 1)
+    where = types.Range(types.Position(line, 0), types.Position(line, 0))
+    library = entry.get("library") or {}
+    name = " ".join(str(v) for v in (library.get("name"), library.get("version")) if v)
+    what = f"{entry.get('qualname')}" + (f" ({name})" if name else "")
+    return types.DiagnosticRelatedInformation(
+        types.Location(Path(str(entry.get("path"))).as_uri(), where),
+        f"the pattern, in {what}",
+    )
+
+
+def _caller_location(
+    doc: ProfiledDocument, placement: Placement, caller: dict
+) -> types.DiagnosticRelatedInformation | None:
+    """A project line that called the library line (where its fix goes)."""
+    if not caller.get("path") or not caller.get("line"):
+        return None
+    line: int | None = int(caller["line"]) - 1
+    if caller["path"] == doc.relpath:
+        line = placement.now(int(caller["line"]) - 1)  # followed through the edits since
+    if line is None:
+        return None
+    uri = doc.uri if caller["path"] == doc.relpath else (doc.root / caller["path"]).as_uri()
+    where = types.Range(types.Position(line, 0), types.Position(line, 0))
+    return types.DiagnosticRelatedInformation(
+        types.Location(uri, where), f"called from here ({placement.result.qualname})"
+    )
 
 
 def _diagnostic(
-    text: str, line: int, message: str, entry: dict, roots: list, qualname: str | None = None
+    text: str,
+    line: int,
+    message: str,
+    entry: dict,
+    roots: list,
+    qualname: str | None = None,
+    related: list[types.DiagnosticRelatedInformation] | None = None,
 ) -> types.Diagnostic:
     fixable = entry.get("fix") and qualname
     return types.Diagnostic(
@@ -110,6 +170,7 @@ def _diagnostic(
         severity=types.DiagnosticSeverity.Warning,
         source=SOURCE,
         code=entry.get("code"),
+        related_information=related or None,
         data={"entry": entry, "roots": roots, "qualname": qualname} if fixable else None,
     )
 
@@ -155,7 +216,12 @@ def hover_lines(placement: Placement, measured_line: int, relpath: str) -> list[
             library = frame.get("library") or {}
             name = " ".join(str(v) for v in (library.get("name"), library.get("version")) if v)
             where = f"{Path(str(frame['path'])).name}:{frame['line']} {frame.get('function', '')}"
-            label = f"{markdown.code(where)}" + (f" ({markdown.text(name)})" if name else "")
+            # a link that opens the library file at that line (editors follow file URIs with
+            # #L<line>): the way there without a Python extension's Go to Definition
+            link = f"{_file_link(str(frame['path']), frame['line'])}"
+            label = f"[{markdown.code(where)}]({link})" + (
+                f" ({markdown.text(name)})" if name else ""
+            )
             out.append(
                 f"| {label} | {_share(time_us, total)} | {format.duration(time_us)} | {here:g} |"
             )
@@ -176,6 +242,14 @@ def hover_lines(placement: Placement, measured_line: int, relpath: str) -> list[
         if called_here(entry.get("callers") or []):
             out += ["", f"⚠ {markdown.text(entry['message'])}"]
     return out
+
+
+def _file_link(path: str, line: object) -> str:
+    """``file:///…/modeling_llama.py#L66``: only for an absolute path (a remote run's library
+    path is the host's, and not here)."""
+    if not Path(path).is_absolute():
+        return ""
+    return f"{Path(path).as_uri()}#L{line}"
 
 
 def _clock(placement: Placement) -> str:

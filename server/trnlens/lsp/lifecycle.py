@@ -68,6 +68,9 @@ async def prepare_and_publish(app: Services, doc: ProfiledDocument) -> None:
     ctx.publish(doc.uri)
 
 
+RUN_SHOWN = "trnlens/runShown"  # extension/src/runstate.ts
+
+
 @guarded(None)
 def did_change(app: Services, params: types.DidChangeTextDocumentParams) -> None:
     ctx = app.ctx
@@ -88,7 +91,15 @@ def after_edit(app: Services, doc: ProfiledDocument) -> None:
 
 def _edited(ctx: Context, doc: ProfiledDocument) -> None:
     """Once the edited text is parsed: what the edit changed, told to the client."""
-    if doc.restore_matching():  # an Undo: the run that measured this text is shown again
+    restored = doc.restore_matching()
+    if restored:  # an Undo: the run that measured this text is shown again
+        for placement in restored:  # the status bar stops saying "failed" for a good run
+            result = placement.result
+            ctx.client.notify(
+                RUN_SHOWN,
+                {"uri": doc.uri, "qualname": result.qualname, "runId": result.run_id,
+                 "failed": bool(result.error)},
+            )  # fmt: skip
         ctx.refresh_lenses()
         ctx.refresh_hints()
         ctx.publish(doc.uri, force=True)

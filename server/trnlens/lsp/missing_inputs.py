@@ -5,8 +5,13 @@ paragraph, so the user is told one sentence instead; the function's lens reads `
 inputs``; a Warning diagnostic (code ``missing-inputs``) sits on its name until the directive is
 there or a run succeeds; and its quick fix writes the template into the file: an inputs factory
 above the function and the ``# trnlens: inputs=...`` directive right above its first decorator
-(or ``def``), so that the next click profiles. The factory makes one ``torch.randn`` tensor per
-parameter without a default; its shapes are a starting point, said so in a comment.
+(or ``def``), so that the next click profiles. The factory makes one tensor per parameter
+without a default: integer token ids for ``*_ids`` and ``labels`` (``torch.randint``), ones for
+``*_mask``, ``torch.randn`` otherwise; its shapes are a starting point, said so in a comment.
+When the file already holds a factory that fits the function (no required parameters, and it
+returns as many values as the function takes, named for its parameters, or already named by an
+``inputs=`` directive), the quick fix only adds the directive naming it: the user's own inputs
+are better than made-up ones.
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ AGENT_TYPE = "InputsMissing"  # the agent's error type for it (agent/runner.py)
 # Parameters that usually scale the last dimension: a vector, not a matrix.
 _VECTOR_NAMES = re.compile(r"^(w|b|weight|bias|gamma|beta|scale|shift|g)(_\w+)?$")
 SHAPE, VECTOR = "(8, 64)", "(64,)"
+# Token ids and their masks index embeddings: integers, small enough for a tiny vocabulary.
+_IDS_NAMES = re.compile(r"^(\w+_)?ids$|^labels?$")
+_MASK_NAMES = re.compile(r"^(\w+_)?mask$")
+IDS = "torch.randint(0, 100, (2, 16))"
+MASK = "torch.ones(2, 16, dtype=torch.long)"
 
 
 @dataclass(frozen=True)
@@ -102,9 +112,84 @@ def _tensors(node: ast.AST, skip_self: bool = False) -> str:
     positional = [*args.posonlyargs, *args.args]
     if skip_self and positional:
         positional = positional[1:]
+    needed = _required(node, skip_self)
+    return ", ".join(_tensor(name) for name in needed) or f"torch.randn{SHAPE}"
+
+
+def _tensor(name: str) -> str:
+    if _IDS_NAMES.match(name):
+        return IDS
+    if _MASK_NAMES.match(name):
+        return MASK
+    return f"torch.randn{VECTOR if _VECTOR_NAMES.match(name) else SHAPE}"
+
+
+def _required(node: ast.AST, skip_self: bool = False) -> list[str]:
+    """The names of the parameters without a default (``self`` left out for a method)."""
+    args = node.args  # type: ignore[attr-defined]
+    positional = [*args.posonlyargs, *args.args]
+    if skip_self and positional:
+        positional = positional[1:]
     needed = positional[: len(positional) - len(args.defaults)] if args.defaults else positional
-    shapes = [VECTOR if _VECTOR_NAMES.match(a.arg) else SHAPE for a in needed] or [SHAPE]
-    return ", ".join(f"torch.randn{shape}" for shape in shapes)
+    return [a.arg for a in needed]
+
+
+def existing_factory(doc: ProfiledDocument, qualname: str) -> str | None:
+    """A module-level function of the document that fits as ``qualname``'s inputs factory (a
+    plain function only): no required parameters, and its returns give as many values as the
+    function takes. One already named by an ``inputs=`` directive wins, then one named for the
+    function's parameters (``ids`` for ``input_ids``) or inputs; None when none fits."""
+    try:
+        tree = sources.parse(doc.text)
+    except (SyntaxError, ValueError):
+        return None
+    target = next((n for q, n, _ in sources.iter_definitions(tree) if q == qualname), None)
+    if not isinstance(target, ast.FunctionDef | ast.AsyncFunctionDef) or "." in qualname:
+        return None
+    wanted = _required(target)
+    if not wanted:
+        return None
+    directed = set(re.findall(r"#\s*trnlens:.*?\binputs\s*=\s*([A-Za-z_]\w*)", doc.text))
+    words = {w for name in [*wanted, qualname] for w in name.lower().split("_") if len(w) > 1}
+    best: tuple[int, str] | None = None
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.name == qualname or _required(node):
+            continue
+        arity = _returned_count(node)
+        if arity is None or not (arity == len(wanted) or (arity == -1 and len(wanted) == 1)):
+            continue
+        name = node.name.lower()
+        score = 3 if node.name in directed else 0
+        score += 2 if words & set(name.split("_")) else 0
+        score += 1 if any(w in name for w in ("input", "args", "batch", "example")) else 0
+        if score == 0 and arity < 2:
+            continue  # a lone value from an unrelated helper (a model builder) is no inputs
+        if best is None or score > best[0]:
+            best = (score, node.name)
+    return best[1] if best else None
+
+
+def _returned_count(node: ast.FunctionDef) -> int | None:
+    """How many values the function's returns give: a tuple's length, -1 for one value that is
+    no tuple literal; None when its returns disagree or it returns nothing."""
+    counts = set()
+    for inner in ast.walk(node):
+        if (
+            isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            and inner is not node
+        ):
+            continue
+        if isinstance(inner, ast.Return) and inner.value is not None:
+            value = inner.value
+            if (  # ((args...), {kwargs}): the agent's other form
+                isinstance(value, ast.Tuple)
+                and len(value.elts) == 2
+                and isinstance(value.elts[0], ast.Tuple)
+                and isinstance(value.elts[1], ast.Dict)
+            ):
+                value = value.elts[0]
+            counts.add(len(value.elts) if isinstance(value, ast.Tuple) else -1)
+    return counts.pop() if len(counts) == 1 else None
 
 
 def factory_name(doc: ProfiledDocument, qualname: str) -> str:
@@ -128,17 +213,22 @@ def quick_fix_edit(doc: ProfiledDocument, qualname: str) -> types.WorkspaceEdit 
     if now is None:
         return None
     start = now - (symbol.def_line - symbol.start_line)
+    lines = doc.text.splitlines()
+    # a line always matches: the pattern may match nothing
+    indent = re.match(r"[ \t]*", lines[start]).group(0) if start < len(lines) else ""  # type: ignore[union-attr]
+    reused = existing_factory(doc, qualname)
+    if reused is not None:
+        return types.WorkspaceEdit(
+            changes={doc.uri: [_insert(start, f"{indent}# trnlens: inputs={reused}\n")]}
+        )
     name = factory_name(doc, qualname)
     factory = factory_text(doc, qualname, name)
     if factory is None:
         return None
-    lines = doc.text.splitlines()
     top = start
     while top > 0 and lines[top - 1].lstrip().startswith("#"):
         top -= 1  # the comments that belong to the function stay with it
     # A method's factory and directive go at the class's level: the factory is module-level.
-    # a line always matches: the pattern may match nothing
-    indent = re.match(r"[ \t]*", lines[start]).group(0) if start < len(lines) else ""  # type: ignore[union-attr]
     edits = []
     if symbol.kind == "method":
         cls = analysis.symbols.get(qualname.rsplit(".", 1)[0])
@@ -217,9 +307,15 @@ def code_actions(doc: ProfiledDocument, params: types.CodeActionParams) -> list[
         if edit is None:
             continue
         diagnostics = [d for d in params.context.diagnostics if d.code == CODE and d.range == where]
+        reused = existing_factory(doc, qualname)
+        title = (
+            f"Use {reused}() as the inputs of {qualname} (trnlens)"
+            if reused
+            else f"Add an inputs factory for {qualname} (trnlens)"
+        )
         found.append(
             types.CodeAction(
-                title=f"Add an inputs factory for {qualname} (trnlens)",
+                title=title,
                 kind=types.CodeActionKind.QuickFix,
                 diagnostics=diagnostics or None,
                 is_preferred=True,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from trnlens.lsp.command_args import ExplorerArgument
 from trnlens.lsp.context import Context
 from trnlens.lsp.errors import CommandError
+from trnlens.lsp.report import shown_run
 from trnlens.lsp.runs import Runs, build_target
 
 if TYPE_CHECKING:  # the explorer's modules load on the first opening, not with the server
@@ -48,6 +49,8 @@ async def open_explorer(
     Ports, TargetError = tunnel.Ports, ssh.TargetError  # noqa: N806
 
     uri, qualname, run_id = arg.uri, arg.qualname, arg.run_id
+    if not run_id and uri:  # the run the editor shows there (the lens's), as the report does
+        run_id = shown_run(ctx.documents.get(uri), qualname)
     root, relpath = ctx.root_and_relpath(ctx.path_of(uri)) if uri else (None, None)
     root = root or ctx.default_root()
     store = ctx.store(root)
@@ -62,7 +65,8 @@ async def open_explorer(
     if run is not None and run.get("backend") != "neuron":
         # said before reaching for the host: a CPU or CUDA run has no NEFF/NTFF to ingest
         backend = str(run.get("backend") or "unknown").upper()
-        which = f"the latest run of {qualname}" if run_id is None else f"run {run_id}"
+        named = run.get("function", {}).get("qualname") or qualname
+        which = f"the run of {named}" if named else f"run {run.get('run_id')}"
         raise CommandError(
             f"{which} ran on {backend}, so it has no Neuron profile to open: Neuron Explorer "
             'shows runs made on Trainium (trnlens.backend "neuron" on a Trainium target)'

@@ -32,16 +32,17 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                 or not range_.start.line <= line <= range_.end.line
             ):
                 continue
-            label = rankfigures.collective_hint(row)
-            if doc.is_stale(placement):
-                label += " · stale"
+            stale = " · stale" if doc.is_stale(placement) else ""
+            # within VS Code's default hint length; every rank's figures in the tooltip
+            label = rankfigures.short_collective_hint(row, stale)
             what = rankfigures.moved(row)  # DDP's buckets, FSDP2's modules: in the tooltip
             found.append(
                 types.InlayHint(
                     position=types.Position(line, utf16_length(lines[line])),
                     label=label,
                     padding_left=True,
-                    tooltip=f"{result.qualname} on {result.data.get('world_size')} ranks: time "
+                    tooltip=f"{rankfigures.collective_hint(row)}{stale}\n\n"
+                    f"{result.qualname} on {result.data.get('world_size')} ranks: time "
                     "in this collective per step, and the part spent waiting for the other ranks "
                     f"(beyond the fastest rank's), from run {result.run_id}"
                     + (f"; it moved {what}" if what else ""),
@@ -58,8 +59,8 @@ def hover_lines(result) -> list[str]:
     d = format.duration
     rows = [
         "",
-        f"**{markdown.text(rankfigures.headline(data))}** (the ops above are rank 0's; busy = "
-        "wall minus the wait in collectives)",
+        f"**{markdown.text(rankfigures.headline(data))}** (the ops above are rank 0's; each "
+        "rank's median step by wall time, so busy = wall − waiting)",
         "",
         "| rank | wall | busy | in collectives | waiting |",
         "|---|---:|---:|---:|---:|",

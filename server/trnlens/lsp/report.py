@@ -31,7 +31,7 @@ class ReportRefused(Exception):
 def code_lenses(doc: ProfiledDocument) -> list[types.CodeLens]:
     """``▦ Report`` beside each function that has a run (placed after the ▶ Profile lens)."""
     analysis = doc.analysis()
-    if analysis is None or not analysis.imports_torch:
+    if analysis is None or not analysis.imports_torch or doc.read_only:
         return []
     lenses = []
     for qualname, placement in doc.placements.items():
@@ -59,13 +59,16 @@ def hover_link(doc: ProfiledDocument, placement: Placement) -> str:
     """A Markdown line: the report as a command link (VS Code runs it) and as a CLI command."""
     arguments = quote(json.dumps([_arguments(doc, placement, show=True)]))
     cli = markdown.code(f"trnlens report {placement.result.run_id}")
-    return f"[run report](command:{REPORT}?{arguments}) ({cli})"
+    return f"[Open run report](command:{REPORT}?{arguments}) ({cli}): every op, line and module"
 
 
 async def report(ctx: Context, arg: ReportArgument) -> dict[str, Any]:
-    """-> {path, uri, root, runIds, reused, title}: the run ``runId``, else the latest run of
-    uri/qualname, else the project's latest run."""
+    """-> {path, uri, root, runIds, reused, title}: the run ``runId``, else the run the lens of
+    uri/qualname shows (else the document's newest shown run when no qualname is given), else
+    the latest stored run of uri/qualname, else the project's latest run."""
     uri, qualname, run_id = arg.uri, arg.qualname, arg.run_id
+    if not run_id and uri:
+        run_id = shown_run(ctx.documents.get(uri), qualname)
     relpath: str | None
     if uri:
         root, relpath = ctx.root_and_relpath(ctx.path_of(uri))
@@ -97,6 +100,21 @@ async def report(ctx: Context, arg: ReportArgument) -> dict[str, Any]:
         "reused": built.reused,
         "title": _title(runs),
     }
+
+
+def shown_run(doc: ProfiledDocument | None, qualname: str | None) -> str | None:
+    """The run id the editor shows for ``qualname`` (its lens's run: after an Undo, the earlier
+    run that measured the text, not the newest stored one), or the newest of the document's
+    shown runs; None when it shows none."""
+    if doc is None:
+        return None
+    if qualname:
+        placement = doc.placements.get(qualname)
+        return placement.result.run_id if placement is not None else None
+    shown = [p.result for p in doc.placements.values()]
+    if not shown:
+        return None
+    return max(shown, key=lambda r: str(r.data.get("created_at"))).run_id
 
 
 def _title(runs: list[dict]) -> str:

@@ -24,6 +24,8 @@ from trnlens import project
 from trnlens.agent.protocol import Progress
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.lsp import format, missing_inputs
+from trnlens.lsp import report as run_report
+from trnlens.lsp.command_args import ReportArgument
 from trnlens.lsp.context import Context
 from trnlens.lsp.documents import analyse
 from trnlens.lsp.progress import RunProgress
@@ -51,6 +53,7 @@ class Runs:
         # every SSH host this server reached (agents, Neuron Explorer): their shared connections
         # (ControlPersist masters) end with the server, not ten minutes after it
         self._ssh_hosts: dict[tuple, SshTarget] = {}
+        self._toasts: set[asyncio.Future] = set()  # comparisons' "Open report" questions
 
     def reached(self, target: LocalTarget | SshTarget) -> None:
         """Notes a target whose SSH connection must be closed when the server leaves."""
@@ -266,7 +269,11 @@ class Runs:
         agent = self._agent(runner)
 
         def on_progress(state: Progress) -> None:
-            job.phase = state.phase
+            if state.phase != job.phase:
+                job.phase = state.phase
+                # the lens says the phase the status bar says (both from this report), not the
+                # one it had when last drawn
+                self.ctx.refresh_lenses()
             detail = f" {state.message}" if state.message else ""
             progress.report(f"{job.phase}{detail}", state)
 
@@ -291,7 +298,12 @@ class Runs:
         if doc is not None:
             doc.place(result, mark)
         if result.error:
-            progress.end(f"{job.qualname} raised: {result.error.get('message')}", "raised")
+            message = f"{job.qualname} raised: {result.error.get('message')}"
+            progress.end(message, "raised")
+            # one notification per failure (the extension's README): the progress ends quietly
+            where = result.error.get("path"), result.error.get("line")
+            at = f" (at {where[0]}:{where[1]})" if all(where) else ""
+            self.ctx.show(f"trnlens: {message}{at}", types.MessageType.Error)
         else:
             progress.end(f"{job.qualname}: {format.headline(result)}", "succeeded")
         self.ctx.after_run(job.uri)
@@ -300,9 +312,31 @@ class Runs:
         answer = job.context["on_result"](job, outcome.data, mark)
         raised = any(run.error for run in runs(outcome))
         job.context["progress"].end(answer["message"], "raised" if raised else "succeeded")
-        self.ctx.show(f"trnlens: {answer['message']}")
+        self._tell_compared(job, answer)
         self.ctx.after_run(job.uri)
         _settle(job, {**answer, "token": job.token, "target": job.target})
+
+    def _tell_compared(self, job: Job, answer: dict) -> None:
+        """A toast short enough not to be cut (the lens's words), with an ``Open report`` button
+        where the client shows buttons; the whole message is the command's answer and the
+        progress's end. A client without buttons gets the whole message."""
+        if not self.ctx.client.can_ask():
+            self.ctx.show(f"trnlens: {answer['message']}")
+            return
+        short = f"trnlens: compared {job.qualname}: {answer['lens']}"
+        run_id = (answer.get("variants") or [{}])[0].get("runId")
+        task = asyncio.ensure_future(self._offer_report(short, job.uri, run_id))
+        self._toasts.add(task)
+        task.add_done_callback(self._toasts.discard)
+
+    async def _offer_report(self, message: str, uri: str, run_id: str | None) -> None:
+        try:
+            choice = await self.ctx.client.ask(message, [OPEN_REPORT] if run_id else [])
+            if choice == OPEN_REPORT:
+                argument = ReportArgument(uri=uri, run_id=run_id, show=True)
+                await run_report.report(self.ctx, argument)
+        except Exception:  # the user closed the editor meanwhile, or the report failed
+            log.exception("the comparison's report could not be opened")
 
     def _fail(self, job: Job, message: str, kind: str = "error") -> None:
         job.context["progress"].end(f"failed: {message}", "failed")
@@ -314,6 +348,9 @@ class Runs:
             self.ctx.show(f"trnlens: {verb} {job.qualname} failed: {message}", severity)
         self.ctx.refresh_lenses()
         _settle(job, error=message, severity="warning" if kind == "usage" else "error")
+
+
+OPEN_REPORT = "Open report"
 
 
 @dataclass(eq=False)

@@ -11,6 +11,7 @@ others down.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,8 +35,18 @@ class TrnlensServer(LanguageServer):
         self.services = services.build(LspClient(self))
 
 
+class _LateCancels(logging.Filter):
+    """Drops pygls's warning for a ``$/cancelRequest`` of a request already answered: editors
+    cancel hovers and lenses they no longer need as a matter of course, and the race (the
+    answer crossing the cancel) is no problem, so the Output channel is no place for it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Cancel notification for unknown message id")
+
+
 def create_server() -> TrnlensServer:
     _warm_up()
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_LateCancels())
     server = TrnlensServer()
     app = server.services
 

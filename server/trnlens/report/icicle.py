@@ -141,8 +141,8 @@ def _place(node, x, row, scale, step, out, direction=None) -> None:
         title = (
             f"{display_name(node.name)} ({kind}): {duration(node.total_us)} total, "
             f"{duration(entry.get('self_time_per_step_us'))} self, "
-            f"{_n(entry.get('calls_per_step'))} calls, "
-            f"{_n(entry.get('dispatches_per_step'))} dispatches per step; "
+            f"{_noun(entry.get('calls_per_step'), 'call')}, "
+            f"{_noun(entry.get('dispatches_per_step'), 'dispatch')} per step; "
             f"{share:.1%} of the step"
         )
     else:
@@ -152,19 +152,22 @@ def _place(node, x, row, scale, step, out, direction=None) -> None:
         made = " of the nodes its forward made" if direction == "backward" else ""
         title = (
             f"{display_name(node.name)} ({kind}) {direction}{made}: {duration(part)} total, "
-            f"{_n(n)} dispatches per step (with its children); {share:.1%} of the step; "
+            f"{_noun(n, 'dispatch')} per step (with its children); {share:.1%} of the step; "
             f"both directions: {duration(node.total_us)}, "
-            f"{_n(entry.get('calls_per_step'))} calls"
+            f"{_noun(entry.get('calls_per_step'), 'call')}"
         )
     label = f"{display_name(node.name).rsplit('.', 1)[-1]} · {kind}"
-    out.append(_rect(x, row * ROW_H, width, label, title, "module", share, node.name, direction))
+    source = entry.get("source") or {}  # the module's class: a click opens it (report.js)
+    out.append(
+        _rect(x, row * ROW_H, width, label, title, "module", share, node.name, direction, source)
+    )
     child_x = x
     for child in sorted(node.children, key=lambda n: -n.part_us(direction)):
         _place(child, child_x, row + 1, scale, step, out, direction)
         child_x += child.part_us(direction) * scale
 
 
-def _rect(x, y, width, label, title, css, share, name="", direction=None) -> str:
+def _rect(x, y, width, label, title, css, share, name="", direction=None, source=None) -> str:
     if width < 0.5:
         return ""
     text = ""
@@ -175,8 +178,11 @@ def _rect(x, y, width, label, title, css, share, name="", direction=None) -> str
     hue = "" if css == "step" else f' data-share="{share:.3f}"'
     if direction is not None:
         hue += f' data-direction="{A(direction)}"'
+    where = ""
+    if source and source.get("path") and isinstance(source.get("line"), int):
+        where = f' data-path="{A(source["path"])}" data-line="{source["line"]}" tabindex="0"'
     return (
-        f'<g class="icicle-node {css}" data-name="{A(name)}"{hue}><title>{E(title)}</title>'
+        f'<g class="icicle-node {css}" data-name="{A(name)}"{hue}{where}><title>{E(title)}</title>'
         f'<rect x="{x:.1f}" y="{y}" width="{max(width - 1, 0.5):.1f}" height="{ROW_H - 2}"/>'
         f"{text}</g>"
     )
@@ -227,26 +233,30 @@ def library_table(result: dict) -> str:
         time_us = frame.get("self_time_per_step_us") or 0
         share = time_us / total if total else 0.0
         callers = ", ".join(f"{c.get('path')}:{c.get('line')}" for c in frame.get("callers") or [])
+        # share and time first: at a side panel's 500 px they are the figures to see; the
+        # row opens the library file at the line (report.js, the extension's reveal)
         rows.append(
-            f"<tr><td><code>{E(_short(frame.get('path')))}:{E(frame.get('line'))}</code></td>"
-            f"<td>{E(frame.get('function'))}</td><td>{E(name)}</td>"
+            f'<tr class="src" data-path="{A(frame.get("path"))}" '
+            f'data-line="{A(frame.get("line"))}">'
             f'<td class="num">{share:.1%}</td><td class="num">{E(duration(time_us))}</td>'
+            f'<td class="where"><code>{E(_short(frame.get("path")))}:{E(frame.get("line"))}</code>'
+            f" {E(frame.get('function'))}</td>"
             f'<td class="num">{_n(frame.get("dispatches_per_step"))}</td>'
             f'<td class="num">{_n(frame.get("backward_dispatches_per_step") or 0)}</td>'
-            f"<td>{E(callers)}</td></tr>"
+            f'<td>{E(name)}</td><td class="callers">{E(callers)}</td></tr>'
         )
     more = len(frames) - MAX_LIBRARY_LINES
     if more > 0:
-        rows.append(f'<tr><td colspan="8" class="muted">… {more} more library lines</td></tr>')
+        rows.append(f'<tr><td colspan="7" class="muted">… {more} more library lines</td></tr>')
     notes = "".join(f'<li class="warn">{E(f.get("message"))}</li>' for f in findings)
     return (
         "<h3>Library lines (self time: each dispatch on its innermost frame)</h3>"
         + (f'<ul class="library-findings">{notes}</ul>' if notes else "")
         # in its own scrolling box, like every wide table: the page never scrolls sideways
-        + '<div class="wide"><table class="library-lines"><thead><tr><th>line</th>'
-        '<th>function</th><th>library</th><th class="num">share</th><th class="num">time</th>'
-        '<th class="num">dispatches</th><th class="num" title="the backward of the autograd nodes '
-        'its ops made, part of the dispatches">of them backward</th>'
+        + '<div class="wide"><table class="library-lines"><thead><tr><th class="num">share</th>'
+        '<th class="num">time</th><th>line</th><th class="num">dispatches</th>'
+        '<th class="num" title="the backward of the autograd nodes its ops made, part of the '
+        'dispatches">of them backward</th><th>library</th>'
         "<th>called from</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
@@ -259,3 +269,11 @@ def _short(path) -> str:
         if marker in text:
             return text.rsplit(marker, 1)[1]
     return Path(text).name
+
+
+def _noun(n, noun: str) -> str:
+    """``1 call``, ``2 calls``, ``1 dispatch``: the noun agrees with the figure as shown."""
+    text = _n(n)
+    if text == "1":
+        return f"1 {noun}"
+    return f"{text} {noun}es" if noun.endswith("ch") else f"{text} {noun}s"

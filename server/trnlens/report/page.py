@@ -16,7 +16,7 @@ from trnlens.headline import headline as run_headline
 from trnlens.report import escape, icicle, ranks, svg, xla
 from trnlens.report.views import ReportModel, RunView, relative
 from trnlens.results import Result
-from trnlens.units import duration
+from trnlens.units import count, duration
 
 E = escape.text
 A = escape.attr
@@ -198,7 +198,8 @@ def _timeline_section(model: ReportModel, timelines, timeline_svg: str) -> str:
         figures.append(
             f'<div class="gapfig"><span>{E(t.label)}: idle between dispatches</span>'
             f"<b>{E(duration(t.gap_total_us))}</b>"
-            f'<span class="muted">{t.gap_count} gap(s) between {t.dispatches} dispatch(es), '
+            f'<span class="muted">{E(count(t.gap_count, "gap"))} between '
+            f"{E(count(t.dispatches, 'dispatch'))}, "
             f"{_percent(share)} of the step ({E(duration(t.duration_us))})</span></div>"
         )
     notes = sorted(

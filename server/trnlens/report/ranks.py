@@ -35,7 +35,6 @@ def section(
         mark = ' class="straggler"' if row["rank"] == slowest else ""
         rows.append(
             f"<tr{mark}><td>{row['rank']}{' ◀ slowest' if row['rank'] == slowest else ''}</td>"
-            f"<td>{E(row.get('host') or '')}</td>"
             + "".join(
                 f'<td class="num">{E(duration(row.get(key)))}</td>'
                 for key in (
@@ -46,13 +45,14 @@ def section(
                     "collective_exposed_per_step_us",
                 )
             )  # fmt: skip
-            + "</tr>"
+            # the host last: the figures are what a 500 px side panel must show
+            + f"<td>{E(row.get('host') or '')}</td></tr>"
         )
     table = (
-        '<div class="wide"><table class="ranks"><thead><tr><th>rank</th><th>host</th>'
-        "<th>wall / step</th><th>busy / step</th><th>in collectives</th><th>waiting</th>"
+        '<div class="wide"><table class="ranks"><thead><tr><th>rank</th>'
+        "<th>wall</th><th>busy</th><th>in collectives</th><th>waiting</th>"
         '<th title="the part of the time in collectives that no compute of the rank hid">'
-        "exposed</th></tr>"
+        "exposed</th><th>host</th></tr>"
         f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
     alignment = (result.get("alignment") or {}).get("how") or ""
@@ -72,8 +72,8 @@ def section(
     return (
         '<section class="ranks-section"><h2>Ranks</h2>'
         f'<p class="headline-ranks"><b>{E(rankfigures.headline(result))}</b> · process group '
-        f"{E(result.get('dist_backend'))} · medians over the profiled steps; busy = wall minus the "
-        "wait in collectives</p>"
+        f"{E(result.get('dist_backend'))} · each rank's median step by wall time, so that "
+        "busy = wall − waiting</p>"
         f"{table}"
         '<div class="toolbar"><button type="button" data-zoom="in">+</button>'
         '<button type="button" data-zoom="out">−</button>'

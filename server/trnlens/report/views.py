@@ -69,7 +69,12 @@ def build(
     views = [_view(r, root, artifacts, report_dir, sources, max_events) for r in results]
     first = results[0].get("function") or {}
     what = f"{first.get('path')}::{first.get('qualname')}"
-    title = f"trnlens: {what}" + (f" vs {len(results) - 1} variant(s)" if len(results) > 1 else "")
+    # the same words as the editor's tab ("Compare logits (3 variants)", lsp/report.py)
+    title = (
+        f"trnlens: {what}"
+        if len(results) == 1
+        else f"trnlens: compare {what} ({len(results)} variants)"
+    )
     return ReportModel(title, views, root)
 
 

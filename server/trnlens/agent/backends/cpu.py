@@ -21,7 +21,8 @@ class CpuBackend(Backend):
 
     def device_name(self) -> str:
         threads = self.torch.get_num_threads()
-        return f"cpu ({platform.machine()}, {threads} threads)"
+        noun = "thread" if threads == 1 else "threads"
+        return f"cpu ({platform.machine()}, {threads} {noun})"
 
     def activities(self) -> list:
         return [self.torch.profiler.ProfilerActivity.CPU]

@@ -174,9 +174,10 @@
   });
 
   // -- per-line rows: reveal the line (VS Code) or say where it is (browser)
-  document.querySelectorAll('table.lines tr.src').forEach(function (tr) {
+  // (library lines too: the extension opens the library file, read-only to trnlens)
+  document.querySelectorAll('table.lines tr.src, table.library-lines tr.src').forEach(function (tr) {
     tr.addEventListener('click', function () {
-      document.querySelectorAll('table.lines tr.selected').forEach(function (s) { s.classList.remove('selected'); });
+      document.querySelectorAll('tr.src.selected').forEach(function (s) { s.classList.remove('selected'); });
       tr.classList.add('selected');
       const where = tr.dataset.path + ':' + tr.dataset.line;
       let status = document.getElementById('where');
@@ -187,6 +188,17 @@
       }
       status.textContent = vscode ? 'revealed ' + where + ' in the editor' : where;
       reveal(tr.dataset.path, tr.dataset.line);
+    });
+  });
+
+  // -- module tree blocks: open the module's class (its source file and line)
+  document.querySelectorAll('svg.icicle .icicle-node[data-path]').forEach(function (node) {
+    function open() {
+      reveal(node.dataset.path, node.dataset.line);
+    }
+    node.addEventListener('click', open);
+    node.addEventListener('keydown', function (e) {
+      if (e.key === 'Enter') open();
     });
   });
 
