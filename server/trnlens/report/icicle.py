@@ -182,7 +182,7 @@ def _rect(x, y, width, label, title, css, share, name="", direction=None, source
     if source and source.get("path") and isinstance(source.get("line"), int):
         where = f' data-path="{A(source["path"])}" data-line="{source["line"]}" tabindex="0"'
     return (
-        f'<g class="icicle-node {css}" data-name="{A(name)}"{hue}{where}><title>{E(title)}</title>'
+        f'<g class="icicle-node {css}" data-name="{A(name)}"{where}{hue}><title>{E(title)}</title>'
         f'<rect x="{x:.1f}" y="{y}" width="{max(width - 1, 0.5):.1f}" height="{ROW_H - 2}"/>'
         f"{text}</g>"
     )
