@@ -233,7 +233,7 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
         const text = await lensAbove(page, 'def step(');
         return text && /rank \d of 2/.test(text) ? text : null;
       }, RUN_TIMEOUT);
-      assert.match(lens, /^▦ Report .*▶ Profile on two · rank 1 of 2 \(slowest, \+\d+%\) · \d+% in all_reduce · /);
+      assert.match(lens, /^▦ Report .*▶ Profile on two · rank [01] of 2 \(slowest, \+\d+%\) · \d+% in all_reduce · /);
       assert.doesNotMatch(lens, /2 ranks/);
       const hint = await waitFor('the all_reduce hint', async () => {
         const text = await lineText(page, 'dist.all_reduce(y)');
