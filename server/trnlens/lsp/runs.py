@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,9 @@ class Runs:
         # (ControlPersist masters) end with the server, not ten minutes after it
         self._ssh_hosts: dict[tuple, SshTarget] = {}
         self._toasts: set[asyncio.Future] = set()  # comparisons' "Open report" questions
+        # Called with a finished run before its lens is drawn (Watching.settle_change: its "vs
+        # previous", so the lens is drawn once, with its final words); set by services.build
+        self.before_show: Callable[[Any, Result], Awaitable[None]] | None = None
 
     def reached(self, target: LocalTarget | SshTarget) -> None:
         """Notes a target whose SSH connection must be closed when the server leaves."""
@@ -243,6 +246,9 @@ class Runs:
             log.exception("run of %s failed", job.qualname)
             self._fail(job, str(exc))
         else:
+            shown = outcome if isinstance(outcome, Result) else outcome.variants[0]
+            if doc is not None and self.before_show is not None and not shown.error:
+                await self.before_show(doc, shown)
             if "on_result" in job.context:
                 self._compared(job, outcome, mark)
             else:

@@ -36,6 +36,7 @@ def build(client: Client) -> Services:
     runs = Runs(ctx)
     analysis = AnalysisService(ctx, runs)
     watching = Watching(ctx, runs)
+    runs.before_show = watching.settle_change
     hub = ctx.diagnostics
     hub.register("profile.hotspots", diagnostics.hotspots)
     hub.register("profile.failures", diagnostics.failures)

@@ -47,6 +47,9 @@ NewRuns = tuple[list[tuple[int, str, str, str]], dict[tuple[str, str], Result | 
 
 STALE_CHANGED = "trnlens/staleChanged"
 HISTORY_WORKERS = 2  # git processes at once for lens histories
+# How long a finished run's lens waits for its "vs previous" before it is drawn without it (a
+# local store answers in milliseconds; git for a baseline ref can take longer)
+CHANGE_WAIT_S = 2.0
 MAX_FILE_BYTES = 2_000_000  # larger "Python" files (generated data) are not analysed
 
 
@@ -89,6 +92,7 @@ class Watching:
         # Changes being worked out off the loop (git log --follow, git rev-list, the store's
         # lineage queries: seconds in a large repository), by the key of _changes.
         self._pending: set[tuple] = set()
+        self._working: dict[tuple, asyncio.Task] = {}  # the pending ones' tasks
         self._generation = 0  # bumped when _changes is cleared: late answers are dropped
         self._tasks: set[asyncio.Task] = set()
         self._history_pool = ThreadPoolExecutor(HISTORY_WORKERS, thread_name_prefix="history")
@@ -301,7 +305,7 @@ class Watching:
         out in a thread, and lenses and diagnostics are refreshed when it is ready) and when
         there is no baseline."""
         settings = self.ctx.config.settings_for(doc.root)
-        key = (result.run_id, settings.baseline_ref, settings.regression_threshold)
+        key = self._key(doc, result)
         if key in self._changes:
             return self._changes[key]
         if result.error or self.ctx.store(doc.root) is None:
@@ -312,8 +316,24 @@ class Watching:
             work = self._work_out(key, doc.root, result.data, settings, self._generation)
             task = self.loop.create_task(work)
             self._tasks.add(task)
+            self._working[key] = task
             task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(lambda _: self._working.pop(key, None))
         return None
+
+    def _key(self, doc: ProfiledDocument, result: Result) -> tuple:
+        settings = self.ctx.config.settings_for(doc.root)
+        return (result.run_id, settings.baseline_ref, settings.regression_threshold)
+
+    async def settle_change(self, doc: ProfiledDocument, result: Result) -> None:
+        """Works out a new run's change against its baseline before its lens is first drawn:
+        drawn at once and again when the history came in, the lens changed its words within a
+        second (issue 33). Bounded by ``CHANGE_WAIT_S``: a slow history (a big store, a busy
+        machine) is drawn once ready, as before."""
+        self.change_for(doc, result)
+        task = self._working.get(self._key(doc, result))
+        if task is not None:
+            await asyncio.wait({task}, timeout=CHANGE_WAIT_S)
 
     async def _work_out(
         self, key: tuple, root: Path, run: dict, settings: Settings, generation: int
