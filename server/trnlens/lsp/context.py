@@ -194,7 +194,7 @@ class Context:
         """The analysis of a project file's text now: its open buffer, else the file on disk
         (read again only when its size or mtime changed); None when it cannot be read or
         parsed. What a run's executed fingerprint is checked against (documents.py)."""
-        for doc in self.documents.values():
+        for doc in list(self.documents.values()):  # a copy: also called from a worker thread
             if doc.root == root and doc.relpath == relpath:
                 return doc.analysis()
         path = root / relpath

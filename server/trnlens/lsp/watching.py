@@ -332,8 +332,25 @@ class Watching:
         machine) is drawn once ready, as before."""
         self.change_for(doc, result)
         task = self._working.get(self._key(doc, result))
-        if task is not None:
-            await asyncio.wait({task}, timeout=CHANGE_WAIT_S)
+        waits = [task] if task is not None else []
+        # The project files the run executed, parsed now in a worker thread: staleness checks
+        # them on the loop (Context.project_analysis, cached by mtime), where the first parse of
+        # a big closed file would stall it.
+        executed = result.data.get("executed")
+        if isinstance(executed, dict) and executed:
+            files = [relpath for relpath in executed if isinstance(relpath, str)]
+            warm = asyncio.ensure_future(asyncio.to_thread(self._parse_executed, doc, files))
+            waits.append(warm)
+        if waits:
+            await asyncio.wait(waits, timeout=CHANGE_WAIT_S)
+
+    def _parse_executed(self, doc: ProfiledDocument, files: list[str]) -> None:
+        for relpath in files:
+            if relpath != doc.relpath:
+                try:
+                    self.ctx.project_analysis(doc.root, relpath)
+                except Exception:  # a warm-up only: the loop's own call says what is wrong
+                    log.exception("parsing %s failed", relpath)
 
     async def _work_out(
         self, key: tuple, root: Path, run: dict, settings: Settings, generation: int
