@@ -168,7 +168,7 @@ def analyse_source(
             add_missing_import(f, import_row)
     if is_test_path(path):
         findings = [f for f in findings if not f.code.startswith(SYNC_PREFIX)]
-    # Most files have no finding: their lines are not split again for `# noqa`.
+    # Most files have no finding: their lines are not split again for noqa comments.
     return _finish(findings, SourceText(text) if findings else SourceText(""), path, select, ignore)
 
 
