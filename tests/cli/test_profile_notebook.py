@@ -46,3 +46,36 @@ def test_an_error_in_a_cell_is_reported_at_the_cell_line(tmp_path):
     done = trnlens("profile", "nb.ipynb::boom", *FAST, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert "error at nb.ipynb:cell 1:3: AttributeError" in done.stdout
+
+
+def test_diff_shows_a_notebooks_lines_in_its_cells(tmp_path):
+    import nbformat
+    from nbformat import v4
+
+    nb = v4.new_notebook()
+    nb.cells = [
+        v4.new_code_cell("%matplotlib inline\nimport torch", id="imports"),
+        v4.new_code_cell(
+            "def inputs():\n    return (torch.randn(8, 64), torch.randn(64))\n\n\n"
+            "# trnlens: inputs=inputs\ndef naive(x, w):\n"
+            "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w",
+            id="naive",
+        ),
+        v4.new_code_cell(
+            "# trnlens: inputs=inputs\ndef fused(x, w):\n"
+            "    return torch.rms_norm(x, (64,), w, 1e-6)",
+            id="fused",
+        ),
+    ]
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    done = trnlens("compare", "nb.ipynb::naive", "nb.ipynb::fused", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    again = trnlens("profile", "nb.ipynb::naive", *FAST, "--format", "json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    # diff's line table: each line in its cell (cell 1, line 7 of the naive one), never the
+    # joined text's line (12)
+    first = trnlens("history", "nb.ipynb::naive", "--format", "json", cwd=tmp_path)
+    runs = [r["run_id"] for r in json.loads(first.stdout)["runs"]]
+    diff = trnlens("diff", runs[-1], runs[0], cwd=tmp_path)
+    assert diff.returncode == 0, diff.stderr
+    assert "nb.ipynb:cell 1:7" in diff.stdout, diff.stdout

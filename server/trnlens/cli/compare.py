@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from trnlens.cli import common, exitcodes, render
+from trnlens.cli.notebook_lines import in_cells
 
 
 def register(sub) -> None:
@@ -61,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     outcome, code, store = common.execute(args, variants, root)
     if outcome is None:
         return code
-    return common.report(args, outcome, render.render_comparison(outcome), outcome["variants"])
+    # a notebook's lines in its cells, as profile shows them (the JSON keeps both)
+    shown = {**outcome, "variants": [in_cells(v) for v in outcome["variants"]]}
+    return common.report(args, outcome, render.render_comparison(shown), outcome["variants"])
 
 
 def _fix_variants(path, qualname: str) -> list[dict]:

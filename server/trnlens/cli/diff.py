@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trnlens import history, outcome, project
 from trnlens.cli import common, exitcodes
+from trnlens.cli.notebook_lines import in_cells
 from trnlens.cli.render import fmt_count, fmt_time, table
 from trnlens.store import Store
 
@@ -86,7 +87,10 @@ def run(args: argparse.Namespace) -> int:
             "variant differ)",
             file=sys.stderr,
         )
-    print(json.dumps(report, indent=1) if args.format == "json" else render(report))
+    if args.format == "json":
+        print(json.dumps(report, indent=1))
+    else:  # a notebook's lines in its cells, as profile shows them
+        print(render(history.diff(in_cells(a), in_cells(b), threshold / 100)))
     if args.fail_above is not None and report["regression"]:
         return exitcodes.FINDINGS
     return exitcodes.OK
