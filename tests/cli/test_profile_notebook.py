@@ -33,6 +33,19 @@ def test_a_function_defined_in_a_cell_is_profiled_with_cell_lines(samples):
     )
 
 
+def test_the_report_of_a_notebook_run_shows_its_cells_lines_and_source(samples, tmp_path):
+    done = trnlens("profile", f"{NB}::rms", *FAST, cwd=samples)
+    assert done.returncode == 0, done.stderr
+    page = tmp_path / "report.html"
+    made = trnlens("report", f"{NB}::rms", "--output", str(page), cwd=samples)
+    assert made.returncode == 0, made.stderr
+    html = page.read_text("utf-8")
+    index, line = cell_line(samples / NB, "rms-cell", "torch.rsqrt")
+    # the per-line table: the line in its cell beside the cell's source, not notebook JSON
+    assert f'<td class="num">cell {index}:{line}</td>' in html
+    assert "x.pow(2).mean(-1, keepdim=True)" in html and '"cell_type"' not in html
+
+
 def test_an_error_in_a_cell_is_reported_at_the_cell_line(tmp_path):
     import nbformat
     from nbformat import v4

@@ -12,6 +12,7 @@ import secrets
 from importlib import resources
 
 from trnlens import speedup, units
+from trnlens.agent.notebook.cells import Joined
 from trnlens.headline import headline as run_headline
 from trnlens.report import escape, icicle, ranks, svg, xla
 from trnlens.report.views import ReportModel, RunView, relative
@@ -229,6 +230,14 @@ def _percent(share: float) -> str:
 def _lines_section(view: RunView, prefix: str) -> str:
     r = view.result
     lines = {(e.get("path"), e.get("line")): e for e in r.get("lines") or []}
+    notebook = (r.get("notebook") or {}).get("cells")
+    in_cells = Joined.from_map(notebook) if notebook else None
+
+    def _line_row(path_, number, text, entry, total) -> str:  # a notebook's lines in cells
+        placed = in_cells.locate(number) if in_cells and path_ == path and number else None
+        shown = f"cell {placed[0].index}:{placed[1]}" if placed else number
+        return _row(path_, number, text, entry, total, shown)
+
     path = (r.get("function") or {}).get("path")
     total = sum(e.get("device_us") or 0.0 for e in lines.values()) or 0.0
     label = Result(r).device_label if "time_basis" in r else "device"
@@ -260,18 +269,18 @@ def _lines_section(view: RunView, prefix: str) -> str:
     )
 
 
-def _line_row(path, number, text, entry, total) -> str:
+def _row(path, number, text, entry, total, shown) -> str:
     where = f'data-path="{A(path)}" data-line="{A(number)}"'
     code = f"<td><code>{E(text)}</code></td>" if text is not None else f"<td>{E(path)}</td>"
     # The figures before the source: a long line of code scrolls, the figures stay in view.
     if not entry:
         empty = "<td></td>" * 3
-        return f'<tr class="src" {where}><td class="num">{E(number)}</td>{empty}{code}</tr>'
+        return f'<tr class="src" {where}><td class="num">{E(shown)}</td>{empty}{code}</tr>'
     share = (entry.get("device_us") or 0.0) / total if total else 0.0
     ops = ", ".join(f"{name} ×{n:g}" for name, n in (entry.get("ops") or {}).items())
     return (
         f'<tr class="src measured" {where} tabindex="0" title="{A(ops)}">'
-        f'<td class="num">{E(number)}</td>'
+        f'<td class="num">{E(shown)}</td>'
         f'<td class="share">{svg.share_bar(share)} {share:.0%}</td>'
         f'<td class="num">{E(duration(entry.get("device_us")))}</td>'
         f'<td class="num">{E(units.count(entry.get("dispatches"), "dispatch"))}</td>'

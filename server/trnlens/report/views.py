@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trnlens.agent import sources as agent_sources
+from trnlens.agent.notebook import cells
 from trnlens.explorer import artifacts as neuron_artifacts
 from trnlens.report import timeline as tl
 from trnlens.report.trace import MAX_EVENTS, TraceError, read_step
@@ -135,8 +136,12 @@ class _Sources:
             path = (self.root / relpath).resolve()
             try:
                 inside = path.is_relative_to(self.root)
-                self.files[relpath] = path.read_text("utf-8") if inside else None
-            except (OSError, UnicodeDecodeError):
+                text = path.read_text("utf-8") if inside else None
+                if text is not None and relpath.endswith(".ipynb"):
+                    # a notebook ran as its code cells joined: the result's lines count there
+                    text = cells.join_notebook(text).text
+                self.files[relpath] = text
+            except (OSError, UnicodeDecodeError, cells.NotebookError):
                 self.files[relpath] = None
         return self.files[relpath]
 
