@@ -8,7 +8,6 @@ import sys
 import textwrap
 
 from trnlens.analysis import analyse_path, analyse_source
-from trnlens.analysis.source import parse
 
 RMS = "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n"
 
@@ -314,25 +313,3 @@ def test_compiled_functions_are_not_flagged_as_unfused():
     )
     found = [(f.code, f.qualname) for f in analyse_source(text, "m.py")]
     assert found == [("TRN001", "eager")]
-
-
-def test_a_big_module_with_a_syntax_error_is_not_parsed_whole(monkeypatch) -> None:
-    """Over WHOLE_PARSE_MAX_LINES the error is the failing chunk's own (no whole-module parse:
-    it would hold the interpreter beside the language server's loop), and the same as the
-    whole-module parse finds."""
-    from trnlens.analysis import engine
-
-    block = "import torch\n\ndef f{n}(x):\n    return x * 2\n\n"
-    lines = "".join(block.format(n=n) for n in range(engine.WHOLE_PARSE_MAX_LINES // 5 + 10))
-    source = lines + "y = foo(1,\n\ndef h(x):\n" + RMS
-    calls = []
-    monkeypatch.setattr(engine, "parse", lambda text: calls.append(text) or parse(text))
-    found = analyse_source(source, "big.py")
-    assert source not in calls  # never parsed whole
-    monkeypatch.setattr(engine, "WHOLE_PARSE_MAX_LINES", 10**9)
-    whole = analyse_source(source + "\n", "big.py")  # parsed whole (a text not cached)
-    assert [(f.code, f.location.row, f.message) for f in found] == [
-        (f.code, f.location.row, f.message) for f in whole
-    ]
-    rows = source.count("\n")
-    assert sorted(f.location.row for f in found) == [rows - 3, rows]  # the error, the RMSNorm

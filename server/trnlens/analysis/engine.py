@@ -229,7 +229,7 @@ def _chunks(text: str) -> tuple[list[_Chunk], ParseError | None]:
             continue
         merged = _parse_merging(lines, starts, bounds, i, header="")
         if merged is None:
-            return _whole_module(text, lines, starts, i)
+            return _whole_module(text, lines, starts)
         chunk, i = merged
         chunks.append(chunk)
     return chunks, None
@@ -295,28 +295,14 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-# Above this many lines a module whose chunks do not parse is not parsed whole (to find the
-# first syntax error, or a construct spanning many chunks): the parser holds the interpreter for
-# the whole call (a 50,000-line module: about 1 s) and the language server analyses in a worker
-# thread beside its event loop, which that would starve. The error reported is then the first
-# failing chunk's own, at its place in the module.
-WHOLE_PARSE_MAX_LINES = 2_000
-
-
 def _whole_module(
-    text: str, lines: list[str], starts: list[int], failing: int
+    text: str, lines: list[str], starts: list[int]
 ) -> tuple[list[_Chunk], ParseError | None]:
-    if len(lines) > WHOLE_PARSE_MAX_LINES:
-        end = starts[failing + 1] if failing + 1 < len(starts) else len(lines)
-        own = _chunk_if_parses(starts[failing] + 1, "".join(lines[starts[failing] : end]))
-        if isinstance(own, ParseError):
-            whole: _Chunk | ParseError = ParseError(
-                own.message, own.row + starts[failing], own.column
-            )
-        else:  # it parses alone but not before what follows: say where that begins
-            whole = ParseError("invalid syntax", end + 1, 1)
-    else:
-        whole = _chunk_if_parses(1, text)
+    # Parsed whole, whatever its size: a valid module whose chunks do not parse on their own (a
+    # string or bracket spanning several top-level blocks: diffusers' and timm's biggest files)
+    # must not read as a syntax error. In the language server this runs in the analysis thread,
+    # once edits pause; the per-keystroke outline never parses a big text whole (lsp/outline.py).
+    whole = _chunk_if_parses(1, text)
     if not isinstance(whole, ParseError):
         return [whole], None
     # A real syntax error: analyse every top-level chunk that parses on its own.
