@@ -28,6 +28,12 @@ WHEELS = Path(__file__).parents[2] / ".venv" / "wheels"
 SEED = "17"
 SAMPLE = 30
 GOAL = {"TRN0": 1.0, "TRN1": 0.9}  # by code prefix: fused-op rules 100%, sync rules 90%
+# The XLA rules have no goal yet: their floor is the precision recorded on optimum-neuron 0.4.5
+# (docs/rules.md), so that a rule change that turns a true finding off, or a new false one that
+# gets labelled, fails the test; raise the floor when a rule gets better.
+GOAL |= {"TRN301": 0.5, "TRN302": 0.2, "TRN303": 0.3}
+# A library judged for some rules only (by code prefix): optimum-neuron was read for the XLA rules.
+JUDGED = {"optimum-neuron": "TRN3"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,8 @@ class Library:
 
     @property
     def wheel(self) -> Path:
-        return WHEELS / f"{self.name}-{self.version}-py3-none-any.whl"
+        # A wheel's file name spells the project's '-' as '_' (optimum-neuron: optimum_neuron-...).
+        return WHEELS / f"{self.name.replace('-', '_')}-{self.version}-py3-none-any.whl"
 
     @property
     def labels_path(self) -> Path:
@@ -101,6 +108,8 @@ def sample(lib: Library) -> dict[str, list[Finding]]:
     """Per rule, the findings to judge: all of them, or the first SAMPLE in the seeded order."""
     by_rule: dict[str, list[Finding]] = {}
     for f in findings(lib):
+        if not f.code.startswith(JUDGED.get(lib.name, "TRN")):
+            continue
         by_rule.setdefault(f.code, []).append(f)
     return {code: sorted(found, key=_order)[:SAMPLE] for code, found in sorted(by_rule.items())}
 
@@ -134,12 +143,12 @@ class Row:
 
     @property
     def goal(self) -> float:
-        return GOAL[self.code[:4]]
+        return GOAL.get(self.code, GOAL.get(self.code[:4], 1.0))
 
 
 def precision(lib: Library) -> list[Row]:
     known = labels(lib)
-    counts = Counter(f.code for f in findings(lib))
+    counts = Counter(f.code for f in findings(lib))  # every finding; sample() picks the judged
     rows = []
     for code, chosen in sample(lib).items():
         judged = [known.get(key(f)) for f in chosen]
