@@ -23,7 +23,8 @@ def test_the_per_rank_table(tmp_path):
     assert "Ranks  (2 ranks · slowest rank 1 (+" in out and "process group gloo" in out
     header = next(line for line in out.splitlines() if line.strip().startswith("Rank  Host"))
     assert header.split() == ["Rank", "Host", "Wall", "Busy", "CPU", "(step)", "Dispatches",
-                              "In", "collectives", "Waiting", "Timing", "median"]  # fmt: skip
+                              "In", "collectives", "Waiting", "Exposed", "Bandwidth", "Timing",
+                              "median"]  # fmt: skip
     rows = [line.split() for line in out.splitlines() if line.startswith(("  0 ", "  1 *"))]
     assert [r[0] for r in rows] == ["0", "1"] and rows[1][1] == "*"
     assert "all_reduce  ranks_step.py:" in out

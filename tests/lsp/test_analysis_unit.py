@@ -149,7 +149,8 @@ def test_summarize_reads_figures_and_labels_by_time_basis():
     }
     answer = summarize("f", outcome)
     assert answer["message"].startswith(
-        "compared f: original 6 dispatches, 1.84 ms NEURON/step; "
+        # the headline (trnlens.headline): the timing pass's median, whatever the time basis
+        "compared f: original 6 dispatches, 2.00 ms unprofiled/step; "
         "fixed TRN001 1 dispatch, 3.00× faster (2.50–3.50×), max |diff| 2.0e-07; "
         "compiled 1 dispatch, 2.50× faster (2.00–2.90×), max |diff| 1.0e-06"
     )

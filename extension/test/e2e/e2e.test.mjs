@@ -536,8 +536,10 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       // The library finding sits on the calling line: a warning squiggle (the file has none before).
       await page.locator('.squiggly-warning').first().waitFor({ timeout: RUN_TIMEOUT });
       const hover = await hoverOver(page, 'def logits(', 'input_ids', /library code called here/);
-      assert.match(hover, /modeling_llama\.py:\d+ forward.*\(transformers 4\.57\.6\)/);
-      assert.match(hover, /model\.model\.layers\.0\s+LlamaDecoderLayer/);
+      // the short hover lists the top few library lines and modules: which ones lead depends on
+      // the run (the two decoder layers take turns), so any of the model's own
+      assert.match(hover, /(modeling_llama|sdpa_attention|linear)\.py:\d+ \w+.*\((transformers 4\.57\.6|torch [^)]+)\)/);
+      assert.match(hover, /model\.model\.layers\.[01]\s+LlamaDecoderLayer/);
       assert.match(hover, /LlamaRMSNorm \(transformers 4\.57\.6, modeling_llama\.py:62\) is a naive RMSNorm: 8 dispatches a call, 5 calls, 40 of \d+ per step/);
       // The hover scrolls: show its library part in the screenshot.
       await page.locator('.monaco-hover:not(.hidden)').getByText('library code called here').first()
