@@ -63,10 +63,16 @@ def test_every_rule_meets_its_precision_goal(lib: Library) -> None:
     assert not below, "\n" + precision.table([lib])
 
 
-def test_a_library_judged_for_some_rules_is_sampled_for_those_only(lib: Library) -> None:
-    prefix = precision.JUDGED.get(lib.name)
-    if prefix is None:
-        pytest.skip(f"{lib.name} is judged for every rule")
+PARTLY_JUDGED = [lib for lib in LIBRARIES if lib.name in precision.JUDGED]
+
+
+@pytest.mark.parametrize(
+    "partly", PARTLY_JUDGED, ids=[f"{lib.name}-{lib.version}" for lib in PARTLY_JUDGED]
+)
+def test_a_library_judged_for_some_rules_is_sampled_for_those_only(partly: Library) -> None:
+    lib = partly
+    precision.sources(lib)  # a missing wheel fails here, as in the fixture
+    prefix = precision.JUDGED[lib.name]
     rows = precision.precision(lib)
     assert rows and all(row.code.startswith(prefix) for row in rows)
     # the library also has findings of other rules: they are left out, not lost
