@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from bench.bench_lsp import BLOCK
 from tests.cli.conftest import REPO
 from tests.libraries.fixtures import modeling_llama
 
@@ -56,28 +57,9 @@ def small_inputs():
     return (torch.randn(64, 256), torch.randn(256))
 
 """
-# A model file's usual code, and every NAIVE_EVERY blocks a naive RMSNorm (a finding).
-PROJECT_BLOCK = """
-
-class Block{n}(nn.Module):
-    def __init__(self, dim=256):
-        super().__init__()
-        self.norm = nn.LayerNorm(dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        y = self.norm(x)
-        y = self.proj(y)
-        return torch.relu(y) + x
-
-    def extra_repr(self):
-        return "block {n}"
-
-
-def helper_{n}(x, scale=2.0):
-    y = x * scale
-    return y.sum(-1)
-"""
+# A model file's usual code (the block bench_lsp grows its files from), and every NAIVE_EVERY
+# blocks a naive RMSNorm (a finding).
+PROJECT_BLOCK = BLOCK
 NAIVE_EVERY = 40
 NAIVE = """
 

@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         if store is not None:
             store.close()
     threshold = args.fail_above if args.fail_above is not None else 100 * history.DEFAULT_THRESHOLD
+    if args.format != "json":  # a notebook's lines in its cells, as profile shows them
+        a, b = in_cells(a), in_cells(b)
     report = history.diff(a, b, threshold / 100)
     if not report["comparable"]:
         print(
@@ -87,10 +89,7 @@ def run(args: argparse.Namespace) -> int:
             "variant differ)",
             file=sys.stderr,
         )
-    if args.format == "json":
-        print(json.dumps(report, indent=1))
-    else:  # a notebook's lines in its cells, as profile shows them
-        print(render(history.diff(in_cells(a), in_cells(b), threshold / 100)))
+    print(json.dumps(report, indent=1) if args.format == "json" else render(report))
     if args.fail_above is not None and report["regression"]:
         return exitcodes.FINDINGS
     return exitcodes.OK

@@ -8,7 +8,6 @@ function, so the kernel's cell files can be matched to the saved notebook's cell
 
 from __future__ import annotations
 
-import inspect
 import linecache
 import os
 import types
@@ -20,7 +19,7 @@ from typing import Any
 from trnlens import project
 from trnlens.agent import inputs, sources
 from trnlens.agent.notebook import cells
-from trnlens.agent.notebook.live import CellFile, Live, cell_text
+from trnlens.agent.notebook.live import CellFile, Live, call_target, cell_text
 from trnlens.agent.runner import Runner
 from trnlens.store import Store
 
@@ -75,18 +74,6 @@ def kernel_cell_files(
     return found
 
 
-def _target(obj: Any, torch: Any) -> tuple[Any, Any, types.CodeType]:
-    """(what the Runner calls the target, the instance or None, the code the definition is in)."""
-    if isinstance(obj, torch.nn.Module):
-        forward = inspect.unwrap(type(obj).forward)
-        return type(obj), obj, forward.__code__
-    function = inspect.unwrap(obj)
-    code = getattr(function, "__code__", None)
-    if code is None:
-        raise LiveRunError(f"{obj!r} is neither a function nor an nn.Module: nothing to profile")
-    return obj, None, code
-
-
 def _definition(text: str, qualname: str, cell: cells.Cell | None) -> sources.Definition:
     """The definition of ``qualname`` in ``text``: the one in ``cell`` when a later cell
     redefined it (the kernel runs the last definition executed)."""
@@ -113,10 +100,11 @@ def profile(
 
     ``cell_source``: for ``%%trnlens``, (the cell's file name, the function source made of it).
     """
-    import torch
-
     func, args, kwargs = call
-    target, instance, code = _target(func, torch)
+    try:  # the agent's: only it imports torch (the kernel has it; the server never does)
+        target, instance, code = call_target(func)
+    except TypeError as exc:
+        raise LiveRunError(str(exc)) from None
     qualname = target.__qualname__
     own_text = cell_text(code.co_filename)
     if own_text is None:

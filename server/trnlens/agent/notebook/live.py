@@ -9,6 +9,7 @@ path and its joined line (cells.py), when the cell's text is found in the saved 
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import types
@@ -57,6 +58,21 @@ class LiveProject(loader.Project):
     def read(self, path: str) -> str:
         cell = self.cell_files.get(os.path.abspath(path))
         return cell.text if cell is not None else super().read(path)
+
+
+def call_target(obj: Any) -> tuple[Any, Any, types.CodeType]:
+    """(what the Runner calls the target, the instance or None, the code the definition is in)
+    for an object a cell built: an ``nn.Module`` instance or a function. TypeError otherwise."""
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        forward = inspect.unwrap(type(obj).forward)
+        return type(obj), obj, forward.__code__
+    function = inspect.unwrap(obj)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        raise TypeError(f"{obj!r} is neither a function nor an nn.Module: nothing to profile")
+    return obj, None, code
 
 
 def cell_text(filename: str) -> str | None:
