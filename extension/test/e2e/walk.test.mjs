@@ -229,10 +229,16 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
     await ranks('ranks', folder, 'ranks_step.py', async (page) => {
       await waitFor('the lens for two ranks', async () => (await lensAbove(page, 'def step(')) === '▶ Profile on two (2 ranks)', 90_000);
       await page.locator('[data-e2e-lens="def step("] a', { hasText: 'Profile' }).first().click();
+      // The figures may first be drawn on the lens the editor asked for while the run was
+      // pending (resolved once the run is placed); the Report lens joins after the refresh
+      // that follows the run: wait for the line as it settles, not its first form.
+      let seen = null;
       const lens = await waitFor('the ranks on the lens', async () => {
-        const text = await lensAbove(page, 'def step(');
-        return text && /rank \d of 2/.test(text) ? text : null;
-      }, RUN_TIMEOUT);
+        seen = await lensAbove(page, 'def step(');
+        return seen && /rank \d of 2/.test(seen) && /▦ Report/.test(seen) ? seen : null;
+      }, RUN_TIMEOUT).catch((error) => {
+        throw new Error(`${error.message}; the lens read ${JSON.stringify(seen)}`);
+      });
       assert.match(lens, /^▦ Report .*▶ Profile on two · rank [01] of 2 \(slowest, \+\d+%\) · \d+% in all_reduce · /);
       assert.doesNotMatch(lens, /2 ranks/);
       const hint = await waitFor('the all_reduce hint', async () => {
