@@ -373,11 +373,19 @@ def _aligned(ranks: list[dict], alignment: dict) -> list[dict]:
         out.append({
             "rank": r["rank"],
             "steps": [[a + shift, b + shift] for a, b in timeline.get("steps") or []],
-            "collectives": [
-                {**c, "start_us": c["start_us"] + shift,
-                 **({"exposed": [[a + shift, b + shift] for a, b in c["exposed"]]}
-                    if c.get("exposed") is not None else {})}
-                for c in timeline.get("collectives") or []
-            ],
+            "collectives": [_shifted(c, shift) for c in timeline.get("collectives") or []],
         })  # fmt: skip
     return out
+
+
+def _shifted(call: dict, shift: float) -> dict:
+    """A collective call moved by ``shift`` µs, its exposed parts kept inside it: shifted one by
+    one, an exposed part's end (start + dur, then + shift) and the call's (start + shift, then
+    + dur) can round apart by a last bit, and a part would end past its call."""
+    start = call["start_us"] + shift
+    end = start + call["dur_us"]
+    moved = {**call, "start_us": start}
+    if call.get("exposed") is not None:
+        moved["exposed"] = [[min(max(a + shift, start), end), min(max(b + shift, start), end)]
+                            for a, b in call["exposed"]]  # fmt: skip
+    return moved
