@@ -102,12 +102,12 @@ def timed_out(timeout_s: float | None, agent: AgentProcess) -> AgentFailure:
         message += "; a first compile can take minutes (Neuron): raise --timeout"
     else:
         message += "; is the code stuck (an endless loop, a wait)? else raise --timeout"
-    failure = _failure("timeout", message)
+    failure = agent_failure("timeout", message)
     failure.error["path"], failure.error["line"] = answer.get("path"), answer.get("line")
     return failure
 
 
-def _failure(kind: str, message: str) -> AgentFailure:
+def agent_failure(kind: str, message: str) -> AgentFailure:
     return AgentFailure(
         {"kind": kind, "type": kind, "message": message, "path": None, "line": None,
          "traceback": None}
@@ -165,7 +165,7 @@ class AgentProcess:
             await self.target.prepare()
             command = self.target.command()
         except (FileNotFoundError, TargetError) as exc:
-            raise _failure("environment", str(exc)) from None
+            raise agent_failure("environment", str(exc)) from None
         self.proc = await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.PIPE,
@@ -180,14 +180,14 @@ class AgentProcess:
             hello = await asyncio.wait_for(self._read(), HELLO_TIMEOUT_S)
         except asyncio.TimeoutError:
             await self.kill()
-            raise _failure("environment", "the agent did not start in time") from None
+            raise agent_failure("environment", "the agent did not start in time") from None
         if not isinstance(hello, Hello):
             await self.kill()
             await self._settle_stderr()
-            raise _failure("environment", f"the agent did not start: {self.stderr_tail()}")
+            raise agent_failure("environment", f"the agent did not start: {self.stderr_tail()}")
         if hello.schema_version != SCHEMA_VERSION:
             await self.kill()
-            raise _failure(
+            raise agent_failure(
                 "environment",
                 f"agent speaks schema {hello.schema_version}, this trnlens {SCHEMA_VERSION}",
             )
@@ -352,7 +352,7 @@ class AgentProcess:
 
     def _died(self, code: int, project_root: str | None = None) -> AgentFailure:
         if isinstance(self.target, SshTarget) and code == 255:
-            return _failure(
+            return agent_failure(
                 "environment",
                 f"the connection to {self.target.host} dropped during the run "
                 f"({self.stderr_tail(1)}); the agent there stops by itself when its input closes",
@@ -365,7 +365,9 @@ class AgentProcess:
                 how = f"crashed (signal {-code})"
         where = self._crash_site(project_root)
         at = f" in {where[0]}:{where[1]}" if where else ""
-        failure = _failure("internal", f"the agent {how}{at} during the run:\n{self.stderr_tail()}")
+        failure = agent_failure(
+            "internal", f"the agent {how}{at} during the run:\n{self.stderr_tail()}"
+        )
         if where:
             failure.error.update(path=where[0], line=where[1])
         failure.error["retry"] = True  # a crash: worth one more try on a fresh process
@@ -536,6 +538,12 @@ async def run_profile(
     finally:
         if own_agent:
             await agent.close()
+    await finish(outcome, store, target)
+    return outcome
+
+
+async def finish(outcome: Outcome, store: Store, target: Target) -> None:
+    """What every answered run gets before it is stored, and the storing (also multihost.py's)."""
     for run in outcomes.runs(outcome):
         # Neuron: Explorer's device summary (MFU, MBU, advice) joins the run before it is stored.
         await asyncio.to_thread(summary.attach, run.data, store.staging_dir() / run.run_id)
@@ -544,7 +552,6 @@ async def run_profile(
         if isinstance(target, LocalTarget) or library_texts.is_remote(run.data):
             await asyncio.to_thread(library_texts.attach, run.data)
     await asyncio.to_thread(_store_outcome, store.root.parent, store.cap_bytes, outcome)
-    return outcome
 
 
 def _store_outcome(project_root: Path, cap_bytes: int, outcome: Outcome) -> None:
@@ -602,20 +609,20 @@ async def _run_once(
             payload = await asyncio.to_thread(request.payload, store, target.name)  # runs git
             staged = await target.stage(payload, store)
         except TargetError as exc:
-            raise _failure("environment", str(exc)) from None
+            raise agent_failure("environment", str(exc)) from None
         outcome = await agent.request(staged.payload, on_progress)  # checked there
         try:
             await target.collect(staged, outcome, store, agent.take_archive)
         except TargetError as exc:
-            raise _failure("environment", str(exc)) from None
-        await _fetch_library_texts(agent, outcome)
+            raise agent_failure("environment", str(exc)) from None
+        await fetch_library_texts(agent, outcome)
         return outcome
     finally:
         if staged is not None:
             await asyncio.shield(target.discard(staged))
 
 
-async def _fetch_library_texts(agent: AgentProcess, outcome: Outcome) -> None:
+async def fetch_library_texts(agent: AgentProcess, outcome: Outcome) -> None:
     """A remote run's library files the local cache lacks, over the agent's own connection; a
     failure costs the run its library findings (a warning says why), never the run."""
     runs = [run.data for run in outcomes.runs(outcome)]

@@ -41,7 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "watch.enabled": True,
     "lenses.placement": "torch",
 }
-TARGET_KINDS = ("local", "ssh")
+TARGET_KINDS = ("local", "ssh", "nodes")  # nodes: several hosts (targets/nodes.py)
 # "torch": lenses on nn.Module classes, forward and functions using torch; "all": every function.
 LENS_PLACEMENTS = ("torch", "all")
 
@@ -272,9 +272,10 @@ def _check_targets(value: Any, origin: str) -> dict[str, TargetSettings]:
         if not isinstance(fields_, dict):
             raise SettingsError(f"trnlens.targets.{name} (from {origin}) must be a table")
         fields_ = dict(fields_)
-        kind = fields_.pop("kind", "ssh" if "host" in fields_ else "local")
+        default = "nodes" if "nodes" in fields_ else "ssh" if "host" in fields_ else "local"
+        kind = fields_.pop("kind", default)
         if kind not in TARGET_KINDS:
-            raise SettingsError(f"trnlens.targets.{name}.kind must be one of local, ssh")
+            raise SettingsError(f"trnlens.targets.{name}.kind must be one of local, ssh, nodes")
         python = fields_.pop("python", None)
         if python is not None and not isinstance(python, str):
             raise SettingsError(f"trnlens.targets.{name}.python must be a path")

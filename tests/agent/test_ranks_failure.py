@@ -40,6 +40,6 @@ def test_each_failed_ranks_exit_code_is_read(tmp_path):
 def test_the_rank_that_died_is_the_cause_not_the_one_torchrun_stopped(tmp_path):
     log = tmp_path / "torchrun.log"
     log.write_text(SUMMARY)
-    error = ranks._failure({}, 2, str(tmp_path), str(log), str(tmp_path), 1)
+    error = ranks._failure({}, [0, 1], str(tmp_path), str(log), str(tmp_path), 1)
     assert error.kind == "environment"
     assert error.message.startswith("rank 1 ended without a result with exit code 7")

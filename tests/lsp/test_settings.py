@@ -116,3 +116,22 @@ def test_malformed_values_name_the_key_and_its_source(values, message):
     with pytest.raises(SettingsError, match=message) as caught:
         resolve([client_layer(values, "workspace/configuration")])
     assert "workspace/configuration" in str(caught.value) or "targets" in str(caught.value)
+
+
+def test_a_target_of_several_hosts_builds_from_the_settings_targets(tmp_path):
+    from trnlens.lsp.runs import build_target
+    from trnlens.targets.nodes import NodesTarget
+
+    layer = _pyproject(
+        tmp_path,
+        '[tool.trnlens.targets.a]\nhost = "trn-a"\naddress = "10.0.0.1"\n'
+        '[tool.trnlens.targets.b]\nhost = "trn-b"\nenv = { GLOO_SOCKET_IFNAME = "ens5" }\n'
+        '[tool.trnlens.targets.pair]\nnodes = ["a", "b"]\nnproc_per_node = 4\n',
+    )
+    settings = resolve([layer])
+    assert settings.targets["pair"].kind == "nodes"
+    built = build_target(settings.targets["pair"], tmp_path, settings.targets)
+    assert isinstance(built, NodesTarget) and built.nproc_per_node == 4
+    assert [(n.name, n.reach(), n.env) for n in built.nodes] == [
+        ("a", "10.0.0.1", {}), ("b", "trn-b", {"GLOO_SOCKET_IFNAME": "ens5"}),
+    ]  # fmt: skip

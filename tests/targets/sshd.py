@@ -32,6 +32,7 @@ class TestHost:
     config: Path  # the client's ssh config (-F)
     host_key: Path
     pidfile: Path
+    address: str = "127.0.0.1"
 
     def ssh_args(self, config: Path | None = None) -> list[str]:
         return ["-F", str(config or self.config)]
@@ -39,7 +40,7 @@ class TestHost:
     def client_config(self, name: str, **overrides: str) -> Path:
         """Another client config for the same host, some options changed (for failure cases)."""
         options = {
-            "HostName": "127.0.0.1", "Port": str(self.port),
+            "HostName": self.address, "Port": str(self.port),
             "IdentityFile": str(self.directory / "client_key"), "IdentitiesOnly": "yes",
             "UserKnownHostsFile": str(self.directory / "known_hosts"),
             "StrictHostKeyChecking": "yes", "BatchMode": "yes", "User": "root",
@@ -72,15 +73,23 @@ class TestHost:
             if done.returncode == 0:
                 break
             time.sleep(0.2)
-        _wait_for_port(self.port, self.directory)
+        _wait_for_port(self.port, self.directory, self.address)
 
 
 def keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start(directory: Path, alias: str = "trn-test-host", extra: str = "") -> TestHost:
-    """Starts sshd; ``extra`` lines go at the end of its config (a ForceCommand, say)."""
+def start(
+    directory: Path,
+    alias: str = "trn-test-host",
+    extra: str = "",
+    address: str = "127.0.0.1",
+    netns: str | None = None,
+) -> TestHost:
+    """Starts sshd; ``extra`` lines go at the end of its config (a ForceCommand, say). In a
+    network namespace (``netns``, tests/targets/netns.py) it listens on that namespace's
+    ``address``, and what it starts (the agent, torchrun, the ranks) lives there too."""
     directory.mkdir(parents=True, exist_ok=True)
     keygen(directory / "host_key")
     keygen(directory / "client_key")
@@ -88,27 +97,30 @@ def start(directory: Path, alias: str = "trn-test-host", extra: str = "") -> Tes
     port = free_port()
     config = directory / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {directory / 'host_key'}\n"
+        f"Port {port}\nListenAddress {address}\nHostKey {directory / 'host_key'}\n"
         f"AuthorizedKeysFile {directory / 'authorized_keys'}\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\n"
         f"UsePAM no\nPidFile {directory / 'sshd.pid'}\nMaxSessions 50\nMaxStartups 50\n{extra}"
     )
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    subprocess.run([SSHD, "-f", str(config), "-E", str(directory / "sshd.log")], check=True)
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    subprocess.run(
+        [*inside, SSHD, "-f", str(config), "-E", str(directory / "sshd.log")], check=True
+    )
     host_pub = (directory / "host_key.pub").read_text().split()
-    (directory / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    (directory / "known_hosts").write_text(f"[{address}]:{port} {host_pub[0]} {host_pub[1]}\n")
     host = TestHost(alias, port, directory, directory / "ssh_config", directory / "host_key",
-                    directory / "sshd.pid")  # fmt: skip
+                    directory / "sshd.pid", address)  # fmt: skip
     host.client_config("ssh_config")
-    _wait_for_port(port, directory)
+    _wait_for_port(port, directory, address)
     return host
 
 
-def _wait_for_port(port: int, directory: Path) -> None:
+def _wait_for_port(port: int, directory: Path, address: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
+            if s.connect_ex((address, port)) == 0:
                 return
         time.sleep(0.05)
     raise RuntimeError("sshd did not start: " + (directory / "sshd.log").read_text())

@@ -59,3 +59,36 @@ def test_fields_are_checked():
         registry.from_fields("box", {"host": "box", "env": {"A;B": "1"}})
     with pytest.raises(TargetError, match="ssh_args must be a list"):
         registry.from_fields("box", {"host": "box", "ssh_args": "-p 22"})
+
+
+def test_a_multi_host_target_names_its_nodes_and_is_checked():
+    from trnlens.targets.nodes import NodesTarget
+
+    defined = {
+        "a": {"host": "root@trn-a", "address": "10.0.0.1"},
+        "b": {"host": "trn-b"},
+        "pair": {"nodes": ["a", "b"], "nproc_per_node": 2},
+    }
+    pair = registry.from_fields("pair", defined["pair"], defined)
+    assert isinstance(pair, NodesTarget) and pair.nproc_per_node == 2
+    assert [n.name for n in pair.nodes] == ["a", "b"]
+    # where the others reach each host: its address, else its ssh host without the user
+    assert [n.reach() for n in pair.nodes] == ["10.0.0.1", "trn-b"]
+    with pytest.raises(TargetError, match=r"node 'c' is not a target \(defined: a, b\)"):
+        registry.from_fields("pair", {"nodes": ["a", "c"]}, defined)
+    with pytest.raises(TargetError, match="nodes must name 2 to 64 targets, got 1"):
+        registry.from_fields("pair", {"nodes": ["a"]}, defined)
+    with pytest.raises(TargetError, match="names a target twice"):
+        registry.from_fields("pair", {"nodes": ["a", "a"]}, defined)
+    with pytest.raises(TargetError, match="node 'pair' is not a target"):
+        registry.from_fields("pair", {"nodes": ["a", "pair"]}, defined)
+    with pytest.raises(TargetError, match="host belong on each node's own target"):
+        registry.from_fields("pair", {"nodes": ["a", "b"], "host": "x"}, defined)
+    with pytest.raises(TargetError, match="address must be a host name or IP address"):
+        registry.from_fields("a", {"host": "a", "address": "-oProxyCommand=x"})
+    nested = {**defined, "quad": {"nodes": ["pair", "a"]}}
+    with pytest.raises(TargetError, match="node 'pair' is itself a multi-host target"):
+        registry.from_fields("quad", nested["quad"], nested)
+    local = registry.from_fields("here", {"kind": "local"})
+    with pytest.raises(TargetError, match="set its `address`"):
+        local.reach()

@@ -106,6 +106,12 @@ class Lockstep:
             "spread_us": max(samples) - min(samples),
         }
 
+    def gather(self, obj) -> list | None:
+        """``obj`` of every rank, in rank order, on rank 0 (None elsewhere)."""
+        out: list | None = [None] * self.world_size if self.rank == 0 else None
+        _original(self.dist, "gather_object")(obj, out, dst=0, group=self.group)
+        return out
+
     def close(self) -> None:
         try:
             self.dist.destroy_process_group()

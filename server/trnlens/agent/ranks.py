@@ -6,12 +6,21 @@ in the agent's process group (the server's kill of the agent's group reaches it)
 rank as soon as one fails (``--max-restarts 0``, checked every 0.1 s). The ranks talk back through
 files in the run's staging directory (rankworker.py says which), which also keeps each rank's
 profile. Whatever happens here (a failure, a timeout, a cancel), ``_stop`` leaves no process.
+
+Several hosts (the request's ``nodes``: how many, which this is, the first host's address and
+port, the run id the server chose): one agent per host runs this with torchrun's static
+rendezvous (``--nnodes M --node-rank i --master-addr --master-port``: a c10d TCPStore on the
+first host, global ranks in host order, so host i holds ranks i*N .. i*N+N-1). Global rank 0
+gathers every rank's outcome at the end, so the first host's agent merges all M x N ranks; the
+others answer with their own ranks' merge (``node``), whose profiles the server collects into
+the same run folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -19,12 +28,18 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from . import errors, loader, rankmerge, ranktrace
 from .protocol import Progress, parse_agent_message
 from .runner import new_run_id
 
+if TYPE_CHECKING:  # (3.10's typing; the agent may meet an older python on a host)
+    from typing import TypeGuard
+
 MAX_RANKS = 64
+_ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}")  # a name, IPv4 or IPv6, no option
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 STOP_GRACE_S = 10.0  # torchrun's SIGTERM to the ranks, then its SIGKILL, then ours
 
 
@@ -39,36 +54,67 @@ def nproc_of(request: dict) -> int:
     return value
 
 
+def nodes_of(request: dict) -> dict | None:
+    """The request's ``nodes`` (several hosts), checked; None on one host."""
+    nodes = request.get("nodes")
+    if nodes is None:
+        return None
+    if not isinstance(nodes, dict):
+        raise errors.usage(f"nodes must be an object, got {nodes!r}")
+    count, rank, port = (nodes.get(k) for k in ("count", "rank", "master_port"))
+    if not (_is_int(count) and _is_int(rank) and _is_int(port)):
+        raise errors.usage(f"nodes.count, .rank and .master_port must be integers: {nodes!r}")
+    if not 1 <= count <= MAX_RANKS or not 0 <= rank < count or not 0 < port < 65536:
+        raise errors.usage(f"nodes out of range: {nodes!r}")
+    addr, run_id = nodes.get("master_addr"), nodes.get("run_id")
+    if not isinstance(addr, str) or not _ADDRESS.fullmatch(addr):
+        raise errors.usage(f"nodes.master_addr must be a host name or address, got {addr!r}")
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise errors.usage(f"nodes.run_id must be a run id, got {run_id!r}")
+    return nodes
+
+
+def _is_int(value) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def run(request: dict, progress, cancelled) -> dict:
     nproc = nproc_of(request)
+    nodes = nodes_of(request)
+    node = nodes["rank"] if nodes else 0
+    world = nproc * (nodes["count"] if nodes else 1)
+    mine = list(range(node * nproc, node * nproc + nproc))  # this host's global ranks
+    # the first host's rank 0 gathered every rank's outcome into its files
+    expected = list(range(world)) if node == 0 else mine
     variants = request.get("variants") or []
     if len(variants) != 1:
         raise errors.usage("a multi-rank run profiles one function (no comparisons yet)")
     root = os.path.abspath(request.get("project_root") or os.getcwd())
     staging = request.get("artifacts_dir") or os.path.join(root, ".trnlens", "staging")
-    run_id = new_run_id()
+    run_id = nodes["run_id"] if nodes else new_run_id()
     work = os.path.join(staging, run_id)
     os.makedirs(work, exist_ok=True)
     # Shipped files (a remote run) are written once here, not by N ranks at the same time.
     loader.materialize(root, request.get("sources") or {}, prune=True)
     with open(os.path.join(work, "request.json"), "w", encoding="utf-8") as handle:
         json.dump({**request, "type": "profile", "sources": {}}, handle)
-    progress(Progress(None, "importing", 0, f"starting {nproc} ranks under torchrun"))
+    where = f" on host {node + 1} of {nodes['count']}" if nodes else ""
+    progress(Progress(None, "importing", 0, f"starting {nproc} ranks under torchrun{where}"))
     log_path = os.path.join(work, "torchrun.log")
     started = time.perf_counter()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            _command(nproc, work), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            _command(nproc, work, nodes), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             env=_environment(), cwd=root, preexec_fn=_die_with_parent,
         )  # fmt: skip
     try:
         code = _wait(proc, work, progress, cancelled)
     finally:
-        _stop(proc, work, nproc)
+        _stop(proc, work, mine)
     launch_s = time.perf_counter() - started
-    outcomes = _outcomes(work, nproc)
-    if code != 0 or any("error" in o for o in outcomes.values()) or len(outcomes) < nproc:
-        failure = _failure(outcomes, nproc, work, log_path, root, code)
+    outcomes = _outcomes(work, expected)
+    if code != 0 or any("error" in o for o in outcomes.values()) or len(outcomes) < len(expected):
+        failure = _failure(outcomes, expected, work, log_path, root, code)
         shutil.rmtree(work, ignore_errors=True)  # a failed run keeps nothing
         failed_rank = getattr(failure, "extra", {}).get("rank")
         failed = outcomes.get(failed_rank) if isinstance(failed_rank, int) else None
@@ -77,14 +123,22 @@ def run(request: dict, progress, cancelled) -> dict:
             raise failure
         # The user's code failed on a rank: like a single-process run, the run is a result
         # with the error (the rank's own figures, none measured; the error names the rank).
-        partial.update(run_id=run_id, error=failure.to_json(), world_size=nproc,
+        partial.update(run_id=run_id, error=failure.to_json(), world_size=world,
                        nproc_per_node=nproc, artifacts=[])  # fmt: skip
         for key in ("rank_timeline", "clock", "local_rank", "rank"):
             partial.pop(key, None)
         return partial
     _tidy(work)
-    per_rank = [outcomes[r]["result"] for r in range(nproc)]
+    per_rank = [outcomes[r]["result"] for r in expected]
     result = rankmerge.merge(run_id, per_rank)
+    if nodes:
+        result["nodes"] = {"count": nodes["count"], "rank": node}
+        result["nproc_per_node"] = nproc  # (the merge counts every rank as this host's)
+    if node != 0:
+        # The other hosts' part: their ranks' profiles, which the server brings into the run
+        # folder; the first host's answer is the run.
+        return result
+    # (several hosts: the others' traces are not here yet; the server merges them once fetched)
     merged_trace, why_not = ranktrace.write(work, per_rank)
     if merged_trace is not None:
         result["artifacts"].insert(0, merged_trace)
@@ -121,12 +175,18 @@ def _tidy(work: str) -> None:
             os.remove(path)
 
 
-def _command(nproc: int, work: str) -> list[str]:
+def _command(nproc: int, work: str, nodes: dict | None = None) -> list[str]:
     package = __name__.rpartition(".")[0]
+    if nodes:  # torchrun's static rendezvous: node ranks (and so global ranks) in host order
+        where = [
+            "--nnodes", str(nodes["count"]), "--node-rank", str(nodes["rank"]),
+            "--master-addr", nodes["master_addr"], "--master-port", str(nodes["master_port"]),
+        ]  # fmt: skip
+    else:
+        where = ["--nnodes", "1", "--master-addr", "127.0.0.1", "--master-port", str(_free_port())]
     return [
         sys.executable, "-m", "torch.distributed.run",
-        "--nnodes", "1", "--nproc-per-node", str(nproc),
-        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+        *where, "--nproc-per-node", str(nproc),
         "--max-restarts", "0", "--monitor-interval", "0.1",
         "--log-dir", os.path.join(work, "torchrun"),  # not a torchelastic_* in $TMPDIR
         "-m", f"{package}.rankworker", work,
@@ -195,7 +255,7 @@ def _forward(path: str, offset: int, progress) -> int:
     return offset
 
 
-def _stop(proc, work: str, nproc: int) -> None:
+def _stop(proc, work: str, ranks: list[int]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)  # torchrun relays it to every rank
         try:
@@ -203,7 +263,7 @@ def _stop(proc, work: str, nproc: int) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    for rank in range(nproc):  # a rank torchrun could not stop (or a torchrun killed hard)
+    for rank in ranks:  # a rank torchrun could not stop (or a torchrun killed hard)
         try:
             with open(os.path.join(work, f"pid-{rank}")) as handle:
                 pid = int(handle.read().strip() or 0)
@@ -224,9 +284,9 @@ def _is_ours(pid: int, work: str) -> bool:
         return False
 
 
-def _outcomes(work: str, nproc: int) -> dict[int, dict]:
+def _outcomes(work: str, ranks: list[int]) -> dict[int, dict]:
     found = {}
-    for rank in range(nproc):
+    for rank in ranks:
         try:
             with open(os.path.join(work, f"rank-{rank}.json"), encoding="utf-8") as handle:
                 found[rank] = json.load(handle)
@@ -235,11 +295,11 @@ def _outcomes(work: str, nproc: int) -> dict[int, dict]:
     return found
 
 
-def _failure(outcomes, nproc, work, log_path, root, code) -> errors.AgentError:
+def _failure(outcomes, ranks, work, log_path, root, code) -> errors.AgentError:
     """The error of the rank that failed first (a rank that raised before one that lost its
     peer in a collective), with what the other ranks were doing."""
     failed = [o["error"] for o in outcomes.values() if "error" in o]
-    silent = [r for r in range(nproc) if r not in outcomes]
+    silent = [r for r in ranks if r not in outcomes]
     exits = _exit_codes(log_path)  # what torchrun reported of each failed rank
     # A rank that left no word is the cause when nothing else failed, or when it ended on its
     # own (an exit code, or a signal other than torchrun's SIGTERM/SIGKILL) and the others only
@@ -259,7 +319,11 @@ def _failure(outcomes, nproc, work, log_path, root, code) -> errors.AgentError:
             f"torchrun's log:\n{_tail(log_path)}"
         )
     # A rank whose own code raised outside a collective is the cause; the others lost a peer.
-    failed.sort(key=lambda e: (e.get("collective") is not None, e.get("failed_at", 0)))
+    # (a rank that lost a peer on another host while gathering is not the cause either)
+    failed.sort(
+        key=lambda e: (e.get("collective") is not None or bool(e.get("lost_peer")),
+                       e.get("failed_at", 0))
+    )  # fmt: skip
     first = failed[0]
     rank = first["rank"]
     notes = []
@@ -270,7 +334,7 @@ def _failure(outcomes, nproc, work, log_path, root, code) -> errors.AgentError:
             f"rank {rank} was in {collective['name']}{where} for {collective['waited_s']:.1f} s "
             "when it failed (the collective timeout, or a peer gone)"
         )
-    for other in range(nproc):
+    for other in ranks:
         if other == rank:
             continue
         site = _stuck_at(work, other, root)
@@ -286,6 +350,8 @@ def _failure(outcomes, nproc, work, log_path, root, code) -> errors.AgentError:
     error["rank"] = rank
     if collective:
         error["collective"] = collective
+    if first.get("lost_peer"):
+        error["lost_peer"] = True
     return _Raised(error)
 
 
@@ -296,7 +362,7 @@ class _Raised(errors.AgentError):
         super().__init__(error["kind"], error["message"], type_=error.get("type"),
                          path=error.get("path"), line=error.get("line"),
                          traceback=error.get("traceback"))  # fmt: skip
-        self.extra = {k: error[k] for k in ("rank", "collective") if k in error}
+        self.extra = {k: error[k] for k in ("rank", "collective", "lost_peer") if k in error}
 
     def to_json(self) -> dict:
         return {**super().to_json(), **self.extra}

@@ -8,12 +8,13 @@ import os
 import sys
 from pathlib import Path
 
-from trnlens import project, settings, warm
+from trnlens import multihost, project, settings, warm
 from trnlens.agent.protocol import Progress
 from trnlens.cli import exitcodes, signals
 from trnlens.jobs import AgentFailure, ProfileRequest, run_profile
 from trnlens.store import Store, StoreError
 from trnlens.targets import registry
+from trnlens.targets.nodes import NodesTarget
 from trnlens.targets.ssh import TargetError
 
 DEFAULTS = settings.DEFAULTS
@@ -199,9 +200,16 @@ def execute(
             text = f" {state.message}" if state.message else ""
             print(f"[{state.variant}] {state.phase}{text}", file=sys.stderr)
 
+    if args.warm is not None and isinstance(target, NodesTarget):
+        store.close()
+        print(f"trnlens: --warm keeps one host's agent; {target.name} runs on several hosts, "
+              "whose agents start for each run", file=sys.stderr)  # fmt: skip
+        return None, exitcodes.USAGE, None
     try:
         if args.warm is not None:
             work = warm.run_warm(request, chosen.target, args.python, args.warm, progress)
+        elif isinstance(target, NodesTarget):
+            work = multihost.run_profile(request, store, target, on_progress=progress)
         else:
             work = run_profile(request, store, target, on_progress=progress)
         outcome = signals.run(work)

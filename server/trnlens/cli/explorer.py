@@ -19,6 +19,7 @@ from trnlens.explorer import launch
 from trnlens.explorer.tunnel import API_PORT, UI_PORT, ExplorerError, Pool, Ports
 from trnlens.store import Store
 from trnlens.targets import registry
+from trnlens.targets.nodes import NodesTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
 
@@ -53,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
             run_dir = store.artifacts / ids[0]
         name = args.target or (result or {}).get("target") or registry.LOCAL
         target = registry.resolve(name, root)
+        if isinstance(target, NodesTarget):  # several hosts: rank 0's, the first
+            target = target.nodes[0]
         ports = Ports(args.ui_port, args.api_port)
     except (TargetError, ExplorerError) as exc:
         print(f"trnlens: {exc}", file=sys.stderr)

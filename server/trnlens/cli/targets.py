@@ -12,6 +12,7 @@ from trnlens import project
 from trnlens.cli import exitcodes
 from trnlens.cli.render import table
 from trnlens.targets import registry
+from trnlens.targets.nodes import NodesTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
 
@@ -36,15 +37,18 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "list":
             return _list(root, args.format)
         target = registry.resolve(args.name, root)
-        report = asyncio.run(target.probe())
+        # several hosts: each is checked (they all must be usable)
+        hosts = target.nodes if isinstance(target, NodesTarget) else [target]
+        reports = [asyncio.run(host.probe()) for host in hosts]
     except (TargetError, FileNotFoundError) as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
         return exitcodes.TARGET_UNUSABLE
     if args.format == "json":
-        print(json.dumps(report, indent=1))
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))
     else:
-        print(_describe(args.name, target, report))
-    usable = report.get("torch") and not report.get("problems")
+        names = [args.name] if len(hosts) == 1 else [h.name for h in hosts]
+        print("\n".join(_describe(n, h, r) for n, h, r in zip(names, hosts, reports, strict=True)))
+    usable = all(r.get("torch") and not r.get("problems") for r in reports)
     return exitcodes.OK if usable else exitcodes.TARGET_UNUSABLE
 
 
@@ -53,8 +57,11 @@ def _list(root: Path, fmt: str) -> int:
     rows = [["local", "local", "-", "(this interpreter)", "auto"]] if "local" not in defined else []
     listing = []
     for name, fields in sorted(defined.items()):
-        target = registry.from_fields(name, fields)
-        if isinstance(target, SshTarget):
+        target = registry.from_fields(name, fields, defined)
+        if isinstance(target, NodesTarget):
+            hosts = ", ".join(node.name for node in target.nodes)
+            rows.append([name, "nodes", hosts, "(each node's)", target.backend])
+        elif isinstance(target, SshTarget):
             rows.append([name, "ssh", target.host, target.python, target.backend])
         else:
             rows.append([name, "local", "-", target.python or "(this interpreter)", "auto"])

@@ -15,6 +15,7 @@ from trnlens.lsp.context import Context
 from trnlens.lsp.errors import CommandError
 from trnlens.lsp.report import shown_run
 from trnlens.lsp.runs import Runs, build_target
+from trnlens.targets.nodes import NodesTarget
 
 if TYPE_CHECKING:  # the explorer's modules load on the first opening, not with the server
     from trnlens.explorer.tunnel import Pool
@@ -73,7 +74,10 @@ async def open_explorer(
         )
     settings = ctx.config.settings_for(root)
     try:
-        target = build_target(settings.target_named(arg.target or (run or {}).get("target")), root)
+        named = settings.target_named(arg.target or (run or {}).get("target"))
+        target = build_target(named, root, settings.targets)
+        if isinstance(target, NodesTarget):  # several hosts: rank 0's, the first
+            target = target.nodes[0]
         ports = Ports(arg.ui_port or UI_PORT, arg.api_port or API_PORT)
         runs.reached(target)  # its shared ssh connection closes with the server
         run_dir = store.artifacts / run["run_id"] if run and store else None

@@ -20,7 +20,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from trnlens import project
+from trnlens import multihost, project
 from trnlens.agent.protocol import Progress
 from trnlens.jobs import AgentFailure, AgentProcess, ProfileRequest, run_profile
 from trnlens.lsp import format, missing_inputs
@@ -36,6 +36,7 @@ from trnlens.settings import Settings, SettingsError, TargetSettings
 from trnlens.store import StoreError
 from trnlens.targets import registry
 from trnlens.targets.local import LocalTarget
+from trnlens.targets.nodes import NodesTarget
 from trnlens.targets.ssh import SshTarget, TargetError
 
 log = logging.getLogger(__name__)
@@ -58,10 +59,11 @@ class Runs:
         # previous", so the lens is drawn once, with its final words); set by services.build
         self.before_show: Callable[[Any, Result], Awaitable[None]] | None = None
 
-    def reached(self, target: LocalTarget | SshTarget) -> None:
+    def reached(self, target: LocalTarget | SshTarget | NodesTarget) -> None:
         """Notes a target whose SSH connection must be closed when the server leaves."""
-        if isinstance(target, SshTarget):
-            self._ssh_hosts.setdefault((target.host, tuple(target.ssh_args)), target)
+        for one in target.nodes if isinstance(target, NodesTarget) else [target]:
+            if isinstance(one, SshTarget):
+                self._ssh_hosts.setdefault((one.host, tuple(one.ssh_args)), one)
 
     # -- requests
     async def profile(self, uri: str, qualname: str, target_name: str | None = None) -> dict:
@@ -271,8 +273,7 @@ class Runs:
             steps=settings.steps, repeats=settings.repeats, mode=settings.mode,
             files=self.ctx.unsaved_files(root), nproc_per_node=target_nproc(target),
         )  # fmt: skip
-        runner = build_target(target, root)
-        agent = self._agent(runner)
+        runner = build_target(target, root, settings.targets)
 
         def on_progress(state: Progress) -> None:
             if state.phase != job.phase:
@@ -283,8 +284,13 @@ class Runs:
             detail = f" {state.message}" if state.message else ""
             progress.report(f"{job.phase}{detail}", state)
 
-        progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
         store = self.ctx.run_store(root)
+        if isinstance(runner, NodesTarget):  # several hosts: their agents start for the run
+            progress.report(f"starting the agents on {runner.describe()}")
+            self.reached(runner)
+            return await multihost.run_profile(request, store, runner, on_progress=on_progress)
+        agent = self._agent(runner)
+        progress.report(f"starting the agent on {target.name}" if not agent.alive() else "sent")
         return await run_profile(request, store, runner, on_progress=on_progress, agent=agent)
 
     def _agent(self, target: LocalTarget | SshTarget) -> AgentProcess:
@@ -389,7 +395,7 @@ def _allowed_target(settings: Settings, name: str | None) -> TargetSettings:
     except KeyError as exc:
         raise RequestRefused(str(exc.args[0])) from None
     try:
-        build_target(target, Path("."))
+        build_target(target, Path("."), settings.targets)
     except TargetError as exc:
         raise RequestRefused(f"trnlens.targets: {exc}") from None
     return target
@@ -409,8 +415,14 @@ def target_nproc(target: TargetSettings | None, strict: bool = True) -> int:
     return 1
 
 
-def build_target(target: TargetSettings, root: Path) -> LocalTarget | SshTarget:
-    """The runnable target for a settings entry (local, or SSH with the issue's fields)."""
+def build_target(
+    target: TargetSettings, root: Path, others: dict[str, TargetSettings] | None = None
+) -> LocalTarget | SshTarget | NodesTarget:
+    """The runnable target for a settings entry (local, SSH, or several hosts: ``others``, every
+    target by name, holds its nodes)."""
+    if target.kind == "nodes":
+        defined = {name: _fields_of(t) for name, t in (others or {}).items()}
+        return registry.from_fields(target.name, _fields_of(target), defined)
     if target.is_local:
         return LocalTarget(
             name=target.name, python=_interpreter(target, root), env=target.env,
@@ -423,6 +435,16 @@ def build_target(target: TargetSettings, root: Path) -> LocalTarget | SshTarget:
     if isinstance(built, LocalTarget):  # pragma: no cover - kind says ssh here
         built.python = _interpreter(target, root)
     return built
+
+
+def _fields_of(target: TargetSettings) -> dict:
+    """A settings entry as the registry's fields (env and python only where set)."""
+    fields = {**target.fields, "kind": target.kind}
+    if target.env:
+        fields["env"] = target.env
+    if target.python:
+        fields["python"] = target.python
+    return fields
 
 
 def _interpreter(target: TargetSettings, root: Path) -> str | None:

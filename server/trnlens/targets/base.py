@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 REDACTED = "***"
 
 
+class TargetError(Exception):
+    """A target problem with a message fit for the user (becomes an 'environment' error)."""
+
+
 @dataclass
 class Staged:
     payload: dict  # the request as the agent sees it

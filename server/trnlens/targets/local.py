@@ -6,12 +6,13 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import sys
 from dataclasses import dataclass, field
 
 from trnlens.outcome import Outcome
 from trnlens.targets import bundle
-from trnlens.targets.base import Staged
+from trnlens.targets.base import Staged, TargetError
 
 
 @dataclass
@@ -20,6 +21,7 @@ class LocalTarget:
     python: str | None = None  # the user's interpreter (with torch); default: this one
     env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
     nproc_per_node: int | None = None  # ranks per run under torchrun (docs/ranks.md)
+    address: str | None = None  # where other hosts reach this one (a multi-host run's first host)
 
     def interpreter(self) -> str:
         python = self.python or sys.executable
@@ -69,3 +71,18 @@ class LocalTarget:
 
     async def kill(self) -> None:
         return None  # the local agent's process group is killed by the job itself
+
+    def reach(self) -> str:
+        """The address other hosts reach this machine at (several hosts: the rendezvous)."""
+        if not self.address:
+            raise TargetError(
+                f"target {self.name!r} is a local host in a multi-host run: set its `address` "
+                "to where the other hosts reach this machine"
+            )
+        return self.address
+
+    async def free_port(self) -> int:
+        """A TCP port free here now (the first host's rendezvous port)."""
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("", 0))
+            return sock.getsockname()[1]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from trnlens.outcome import Outcome, runs
 from trnlens.targets import bundle
-from trnlens.targets.base import Staged, redact
+from trnlens.targets.base import Staged, TargetError, redact
 from trnlens.targets.bundle import short_temp_dir
 from trnlens.targets.project_files import needed_files
 
@@ -53,6 +53,8 @@ PREPARE = (
     '{ [ -f "agents/$3" ] || echo "NO-BUNDLE"; }'
 )
 UPLOAD = 'cat > "$1.part.$$" && mv -f -- "$1.part.$$" "$1"'
+# the host's python binds port 0 and prints what it got (no python, no run anyway)
+FREE_PORT = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
 UNPACK = 'mkdir -p -- "$1/src" "$1/artifacts" && tar -xzf - -C "$1/src"'
 FETCH = (
     'cd -- "$1/artifacts" && printf "%s\\n" "$2" && tar -czf - .; status=$?; '
@@ -63,10 +65,6 @@ ARCHIVE_MARK = b"TRNLENS-ARCHIVE-FOLLOWS"  # what a login banner printed ends be
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The run's artifacts (tar.gz) by the run directory, over the agent's connection; None: not so.
 Fetch = Callable[[str], Awaitable[bytes | None]]
-
-
-class TargetError(Exception):
-    """A target problem with a message fit for the user (becomes an 'environment' error)."""
 
 
 def quote_command(argv: list[str]) -> str:
@@ -154,6 +152,7 @@ class SshTarget:
     remote_root: str | None = None
     connect_timeout_s: int = 15
     nproc_per_node: int | None = None  # ranks per run under torchrun (docs/ranks.md)
+    address: str | None = None  # where other hosts reach this one; default: the host's name
     _workdir_abs: str | None = field(default=None, init=False, repr=False)
     _pidfile: str | None = field(default=None, init=False, repr=False)
 
@@ -310,6 +309,24 @@ class SshTarget:
         out = await self.checked(["env", *self._assignments(), self.python, agent, "--probe"],
                                  "probing the host")  # fmt: skip
         return last_json(out)
+
+    def reach(self) -> str:
+        """The address other hosts reach this one at (a multi-host run's rendezvous): the
+        ``address`` field, else the ssh host without its user (an ssh config alias resolves
+        only here: set ``address`` then)."""
+        return self.address or self.host.rpartition("@")[2]
+
+    async def free_port(self) -> int:
+        """A TCP port free on the host now (the rendezvous port of a multi-host run)."""
+        if self._workdir_abs is None:
+            await self.prepare()
+        out = await self.checked(
+            [self.python, "-c", FREE_PORT], "finding a free port for the rendezvous"
+        )
+        try:
+            return int(out.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise TargetError(f"{self.host} named no free port: {out[-200:]!r}") from None
 
     def _assignments(self) -> list[str]:
         return [f"{k}={v}" for k, v in self.env.items()]
