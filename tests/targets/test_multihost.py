@@ -202,3 +202,37 @@ def test_the_cli_runs_a_target_of_two_nodes_from_pyproject(
     assert result["target"] == "pair" and result["world_size"] == 4
     assert result["slowest_rank"] == 3
     assert left_behind(tmp_path) == []
+
+
+def test_a_cancel_stops_both_hosts_and_leaves_nothing(hosts, remote_python, tmp_path, ssh_cache):
+    from trnlens.jobs import AgentFailure
+
+    from tests.ranks.test_faults import SLOW
+
+    root = project(tmp_path, SLOW)
+    target = cluster(hosts, remote_python, tmp_path)
+    warming = asyncio.Event()
+
+    def on_progress(message):
+        if "rank 0" in message.message and message.phase == "warm-up":
+            warming.set()  # every rank, on both hosts, is in the user's steps
+
+    async def scenario():
+        request = ProfileRequest(
+            variants=[{"path": str(root / "ranks_step.py"), "qualname": "step"}],
+            project_root=root, backend="cpu", warmup=50, steps=3, repeats=3, nproc_per_node=2,
+            timeout_s=300,
+        )  # fmt: skip
+        with Store(root) as store:
+            task = asyncio.create_task(
+                multihost.run_profile(request, store, target, on_progress=on_progress)
+            )
+            waiting = asyncio.create_task(warming.wait())
+            await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
+            assert not task.done(), task.result()
+            task.cancel()
+            with pytest.raises((asyncio.CancelledError, AgentFailure)):
+                await task
+
+    asyncio.run(scenario())
+    assert left_behind(tmp_path) == []
