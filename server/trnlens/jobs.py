@@ -479,7 +479,7 @@ class ProfileRequest:
     files: dict[str, str] = field(default_factory=dict)  # unsaved buffers: path -> text
     options: dict = field(default_factory=dict)
     timeout_s: float | None = None  # the whole run; first Neuron compiles take minutes
-    nproc_per_node: int = 1  # > 1: the agent runs that many ranks under torchrun (ranks.py)
+    nproc_per_node: int = 1  # > 1: the agent runs that many ranks under torchrun (agent/ranks/)
 
     def payload(self, store: Store, target_name: str) -> dict:
         root = self.project_root

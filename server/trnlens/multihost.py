@@ -2,7 +2,7 @@
 
 The server chooses what the hosts must share before any starts: the run id (every host files its
 ranks' profiles under it) and the rendezvous, a free port on the first host at the address the
-others reach it by. Each host's agent gets the request with ``nodes`` (agent/ranks.py); the
+others reach it by. Each host's agent gets the request with ``nodes`` (agent/ranks/); the
 first host's answers with the merged run (its rank 0 gathered every rank's outcome), the others
 with their own ranks' part, whose profiles are collected into the same run folder. The chrome
 trace of every rank on one axis is written here, once every host's traces have arrived.
@@ -21,7 +21,7 @@ import os
 import uuid
 
 from trnlens import outcome as outcomes
-from trnlens.agent import ranktrace
+from trnlens.agent.ranks import trace as ranktrace
 from trnlens.jobs import (
     AgentFailure,
     AgentProcess,

@@ -30,7 +30,7 @@ import traceback
 from dataclasses import replace
 from typing import IO
 
-from . import errors, ranks
+from . import errors
 from .artifacts import archive
 from .interrupts import Interrupter, stop_would_break
 from .libraryfiles import contents
@@ -56,6 +56,7 @@ from .protocol import (
     Shutdown,
     parse_request,
 )
+from .ranks import launch as ranks
 from .reloader import RestartNeeded
 from .runner import Runner
 
@@ -149,7 +150,7 @@ class Agent:
             try:
                 root = request.get("project_root") or os.getcwd()
                 with self.interrupter.running(root):
-                    if ranks.nproc_of(request) > 1:  # N ranks under torchrun (ranks.py)
+                    if ranks.nproc_of(request) > 1:  # N ranks under torchrun (agent/ranks/)
                         result = ranks.run(request, progress, self.cancel_requested.is_set)
                     else:
                         result = Runner(request, progress, self.cancel_requested.is_set).run()

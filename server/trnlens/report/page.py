@@ -73,7 +73,7 @@ def render(model: ReportModel, generated_at: str) -> str:
 
 
 def _ranks_trace_href(view: RunView) -> str | None:
-    """The merged chrome trace of a multi-rank run (agent/ranktrace.py), relative to the page."""
+    """The merged chrome trace of a multi-rank run (agent/ranks/trace.py), relative to the page."""
     entry = next((a for a in view.result.get("artifacts") or []
                   if a.get("kind") == "chrome_trace_ranks"), None)  # fmt: skip
     if entry is None or view.run_dir is None or view.report_dir is None:

@@ -24,7 +24,7 @@ import re
 import statistics
 from collections import defaultdict
 
-from . import overlap
+from .. import overlap
 
 STRAGGLER_MIN_SHARE = 0.01  # HTA's min_normalized_duration
 

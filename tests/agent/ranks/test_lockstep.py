@@ -6,7 +6,8 @@ from __future__ import annotations
 import types
 
 import pytest
-from trnlens.agent import distributed, errors
+from trnlens.agent import errors
+from trnlens.agent.ranks import lockstep as distributed
 
 
 def standin_torch(cuda: bool, registered: set[str]):

@@ -1,6 +1,6 @@
-"""One rank of a multi-rank run: started by torchrun, as ``python -m <agent>.rankworker DIR``.
+"""One rank of a multi-rank run: started by torchrun, as ``python -m <agent>.ranks.worker DIR``.
 
-DIR (made by ``ranks.py``) holds ``request.json``; this rank writes ``pid-R`` first, rank 0
+DIR (made by ``launch.py``) holds ``request.json``; this rank writes ``pid-R`` first, rank 0
 appends its progress to ``progress.jsonl``, and each rank ends by writing ``rank-R.json``: its
 result, or its error with the time it failed (the coordinator names the rank that failed first).
 A rank's profile lands in ``DIR/rank-R/``. On several hosts (the request's ``nodes``) each rank
@@ -22,9 +22,9 @@ import sys
 import time
 import traceback
 
-from . import errors, loader
-from .collectives import wrapper as collectives
-from .protocol import Profile, Progress, format_message, parse_request
+from .. import errors, loader
+from ..collectives import wrapper as collectives
+from ..protocol import Profile, Progress, format_message, parse_request
 
 
 def _die_with_parent() -> None:
@@ -99,7 +99,7 @@ def _gather(lockstep, outcome: dict, rank: int, work: str) -> dict:
 
 
 def _run(request: dict, rank: int, work: str, progress) -> tuple[dict, object]:
-    from .runner import Runner
+    from ..runner import Runner
 
     root = os.path.abspath(request.get("project_root") or os.getcwd())
     project = loader.Project(root=root, files={})
@@ -107,7 +107,7 @@ def _run(request: dict, rank: int, work: str, progress) -> tuple[dict, object]:
     try:
         import torch
 
-        from .distributed import Lockstep
+        from .lockstep import Lockstep
 
         options = request.get("options") or {}
         if options.get("collectives", True):  # off only to measure its cost

@@ -17,7 +17,7 @@ import os
 import socket
 import time
 
-from . import errors
+from .. import errors
 
 NEURON_BACKENDS = ("neuron", "xla")  # names torch-neuronx may register: feature-detected
 
@@ -120,6 +120,6 @@ class Lockstep:
 
 
 def _original(dist, name: str):
-    from .collectives import wrapper
+    from ..collectives import wrapper
 
     return wrapper.originals.get(name) or getattr(dist, name)

@@ -3,7 +3,7 @@ one above the other (what pytorch/pytorch#128292 asks for).
 
 Each rank's ``trace.json`` keeps its times relative to its own ``baseTimeNanoseconds`` (wall
 clock). Its events are moved onto rank 0's base (plus, for a rank on another host, minus the
-clock offset measured at the barriers: see rankmerge.py), and each process is named ``rank N``.
+clock offset measured at the barriers: see merge.py), and each process is named ``rank N``.
 Traces are read whole (stdlib json, in the agent): above ``MAX_BYTES`` together the merged file
 is not written and the result says so.
 """

@@ -3,7 +3,7 @@ rank 1 called os._exit(7) and rank 0 was then stopped)."""
 
 from __future__ import annotations
 
-from trnlens.agent import ranks
+from trnlens.agent.ranks import launch as ranks
 
 SUMMARY = """
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:

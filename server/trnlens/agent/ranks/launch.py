@@ -1,10 +1,10 @@
 """A multi-rank run: the agent starts N ranks under torchrun and merges what they measured.
 
 torchrun (``python -m torch.distributed.run``, the launcher users already use) starts N
-``rankworker`` processes with RANK/WORLD_SIZE/MASTER_ADDR set, rendezvous on 127.0.0.1. It stays
+``worker`` processes with RANK/WORLD_SIZE/MASTER_ADDR set, rendezvous on 127.0.0.1. It stays
 in the agent's process group (the server's kill of the agent's group reaches it) and stops every
 rank as soon as one fails (``--max-restarts 0``, checked every 0.1 s). The ranks talk back through
-files in the run's staging directory (rankworker.py says which), which also keeps each rank's
+files in the run's staging directory (worker.py says which), which also keeps each rank's
 profile. Whatever happens here (a failure, a timeout, a cancel), ``_stop`` leaves no process.
 
 Several hosts (the request's ``nodes``: how many, which this is, the first host's address and
@@ -30,9 +30,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from . import errors, loader, rankmerge, ranktrace
-from .protocol import Progress, parse_agent_message
-from .runner import new_run_id
+from .. import errors, loader
+from ..protocol import Progress, parse_agent_message
+from ..runner import new_run_id
+from . import merge as rankmerge
+from . import trace as ranktrace
 
 if TYPE_CHECKING:  # (3.10's typing; the agent may meet an older python on a host)
     from typing import TypeGuard
@@ -189,7 +191,7 @@ def _command(nproc: int, work: str, nodes: dict | None = None) -> list[str]:
         *where, "--nproc-per-node", str(nproc),
         "--max-restarts", "0", "--monitor-interval", "0.1",
         "--log-dir", os.path.join(work, "torchrun"),  # not a torchelastic_* in $TMPDIR
-        "-m", f"{package}.rankworker", work,
+        "-m", f"{package}.worker", work,
     ]  # fmt: skip
 
 
@@ -234,7 +236,7 @@ def _wait(proc, work: str, progress, cancelled) -> int:
         if code is not None:
             return code
         if cancelled():
-            from .measure import Cancelled
+            from ..measure import Cancelled
 
             raise Cancelled()
 

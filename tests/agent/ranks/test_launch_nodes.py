@@ -4,7 +4,8 @@ rendezvous on the first host, and which global ranks each host holds."""
 from __future__ import annotations
 
 import pytest
-from trnlens.agent import errors, ranks
+from trnlens.agent import errors
+from trnlens.agent.ranks import launch as ranks
 
 NODES = {"count": 2, "rank": 1, "master_addr": "10.0.0.1", "master_port": 29555,
          "run_id": "20261205T080000-abcdef12", "host": "trn-b"}  # fmt: skip

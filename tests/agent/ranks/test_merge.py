@@ -4,7 +4,7 @@ ranking, and timelines put on one axis (one host, and several hosts with clock o
 from __future__ import annotations
 
 import pytest
-from trnlens.agent import rankmerge
+from trnlens.agent.ranks import merge as rankmerge
 
 
 def make_rank(rank, work_us, *, host="h", origin_us=0.0, offset_us=0.0, steps=3, end_skew=0.0):
