@@ -52,3 +52,23 @@ def test_a_loop_of_tiny_ops_stays_overhead_when_some_are_preempted():
     launch = launch_of(steps)
     assert launch["overhead_share"] >= LAUNCH_OVERHEAD_SHARE, launch
     assert launch["dispatches"] == 200
+
+
+def test_the_time_before_the_first_dispatch_and_after_the_last_is_not_the_dispatching():
+    # a loop of 200 adds of 2 µs, 1 µs apart, then 5 ms parked at the step's end
+    def parked(start: float):
+        step = step_of([("aten::add", 2.0)] * 200, start=start)
+        step[0].time_range.end += 5000.0
+        return step
+
+    launch = launch_of([parked(k * 100_000) for k in range(3)])
+    assert launch["overhead_share"] == 1.0 and launch["idle_share"] > 0.3, launch
+
+
+def test_a_kind_is_tiny_by_its_fastest_dispatch_when_most_were_preempted():
+    # 200 adds, three in four preempted to 80 µs: the median is over 50 µs, the kind is not
+    def loop(start: float):
+        return step_of([("aten::add", 5.0 if i % 4 == 0 else 80.0) for i in range(200)], start)
+
+    launch = launch_of([loop(k * 100_000) for k in range(3)])
+    assert launch["overhead_share"] >= LAUNCH_OVERHEAD_SHARE, launch

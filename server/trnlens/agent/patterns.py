@@ -36,7 +36,7 @@ TORCH_PATTERNS = {
 }
 # Launch-bound: a step of many dispatches (a few with gaps between them is not a loop of tiny
 # ops) where over half the step is overhead: idle time between dispatches, plus the time of
-# dispatches of a kind (op and line) so small, 50 µs or less at its median, that their fixed
+# dispatches of a kind (op and line) so small, 50 µs or less at its fastest, that their fixed
 # cost is the work (on the CPU the profiler
 # counts the dispatcher's own cost inside each op, so tiny ops show up as short ops more than as
 # gaps). A mean over all dispatches would not do: a step of a few big ops and many views is not
@@ -286,19 +286,29 @@ class Checker:
         )
 
     def launch(self) -> dict | None:
-        """Idle time between consecutive dispatches as a share of each step."""
+        """Idle time between consecutive dispatches as a share of each step's dispatching
+        (its first dispatch to the end of its last)."""
         per_step = self.per_step
         if not per_step or not any(per_step):
             return None
         shares, idles, durations, sizes, overheads = [], [], [], [], []
         first_gaps: list[tuple] = []  # the first step's (gap, dispatch before, dispatch after)
-        # A dispatch is tiny by what its kind (op and line) typically takes over the window, not
-        # by its own duration: on a loaded machine the OS preempts some tiny adds mid-op, and
-        # judged one by one those read as big work (a loop of 200 adds fell under the bar at
-        # load 15 on 2 cores).
-        typical = self._typical_dispatch_us([r for roots in per_step for r in roots])
+        # A dispatch is tiny by what its kind (op and line) takes at its fastest over the
+        # window, not by its own duration nor by the kind's median: on a loaded machine the OS
+        # preempts tiny adds mid-op, so many that a loop of 200 adds had a median over 50 µs
+        # beside two busy processes and four test processes on 2 cores (judged one by one, they
+        # fell under the bar at load 15). An op that is real work is never fast.
+        fastest, typical = self._dispatch_us([r for roots in per_step for r in roots])
         for step, roots in zip(self.steps, per_step, strict=False):
-            duration = step.time_range.end - step.time_range.start
+            # From the step's first dispatch to the end of its last: before and after them the
+            # step is the function's call and return and the profiler's step boundary, where a
+            # busy machine parks the thread for milliseconds (4-6 ms after the 200th add of a
+            # 0.5 ms loop, beside six busy processes on 2 cores): not issuing ops.
+            duration = (
+                max(r.time_range.end for r in roots) - roots[0].time_range.start
+                if roots
+                else step.time_range.end - step.time_range.start
+            )
             if roots:  # each step's mean; their median shrugs off a step the OS preempted
                 sizes.append(statistics.fmean(r.time_range.end - r.time_range.start for r in roots))
             gaps = []
@@ -313,8 +323,8 @@ class Checker:
             # load when such a dispatch counted whole.
             tiny = excess = 0.0
             for r in roots:
-                usual = typical[self._kind(r)]
-                if usual <= LAUNCH_TINY_DISPATCH_US:
+                if fastest[self._kind(r)] <= LAUNCH_TINY_DISPATCH_US:
+                    usual = typical[self._kind(r)]
                     took = r.time_range.end - r.time_range.start
                     tiny += min(took, usual)
                     excess += max(took - usual, 0.0)
@@ -346,12 +356,16 @@ class Checker:
     def _kind(self, root) -> tuple:
         return (root.name, self.sites.get(id(root)))
 
-    def _typical_dispatch_us(self, roots) -> dict:
-        """The median duration of each kind of dispatch (op and line) over the window."""
+    def _dispatch_us(self, roots) -> tuple[dict, dict]:
+        """The shortest and the median duration of each kind of dispatch (op and line) over
+        the window."""
         durations: dict = defaultdict(list)
         for root in roots:
             durations[self._kind(root)].append(root.time_range.end - root.time_range.start)
-        return {kind: statistics.median(values) for kind, values in durations.items()}
+        return (
+            {kind: min(values) for kind, values in durations.items()},
+            {kind: statistics.median(values) for kind, values in durations.items()},
+        )
 
     def _dispatch(self, root) -> dict:
         where = self.sites.get(id(root))
@@ -377,12 +391,13 @@ class Checker:
                     f"launch-bound: {launch['dispatches']:g} dispatches per step "
                     f"({per_line:g} from this line), on average "
                     f"{launch['mean_dispatch_us']:.1f} µs each; "
-                    f"{100 * launch['overhead_share']:.0f}% of the step is overhead: "
+                    f"{100 * launch['overhead_share']:.0f}% of the step's dispatching (its first "
+                    "dispatch to its last) is overhead: "
                     f"{100 * launch['idle_share']:.0f}% between dispatches (median; "
                     f"{100 * launch['idle_share_min']:.0f}-{100 * launch['idle_share_max']:.0f}%"
-                    " over the steps), the rest in dispatches of 50 µs or less. Issuing small "
-                    "ops is the bottleneck; batch the work into fewer, larger ops (vectorise the "
-                    "loop) or torch.compile it"
+                    " over the steps), the rest in dispatches of 50 µs or less at their "
+                    "fastest. Issuing small ops is the bottleneck; batch the work into fewer, "
+                    "larger ops (vectorise the loop) or torch.compile it"
                 ),
                 "op": _most_common(r.name for r in self.roots if self.sites.get(id(r)) == site),
                 "time_us": launch["overhead_share"] * launch["step_us"],
