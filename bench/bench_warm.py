@@ -48,7 +48,7 @@ class Phases:
         (SshTarget, "stage", "stage (project files)"),
         (AgentProcess, "request", "agent request (less steps)"),
         (SshTarget, "collect", "collect (artifacts over ssh)"),
-        (jobs, "_fetch_library_texts", "library texts by digest"),
+        (jobs, "fetch_library_texts", "library texts by digest"),
         (jobs.library_texts, "attach", "static rules on library files"),
         (jobs.summary, "attach", "device summary"),
         (jobs, "_store_outcome", "store (sqlite, artifacts)"),
