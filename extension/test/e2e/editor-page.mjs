@@ -19,6 +19,21 @@ export async function waitFor(what, probe, timeout) {
   throw new Error(`timed out waiting for ${what} (last seen: ${JSON.stringify(last)})`);
 }
 
+/** Waits until the lens above `lineText` reads as `accepts(text)` wants, and returns that text;
+ * on a timeout the error says the lens's last text (a bare true/false says nothing). */
+export async function lensWhere(page, lineText, accepts, what, timeout) {
+  let text;
+  try {
+    return await waitFor(what, async () => {
+      text = await lensAbove(page, lineText);
+      return text !== null && accepts(text) ? text : null;
+    }, timeout);
+  } catch (error) {
+    error.message += ` (the lens read: ${JSON.stringify(text)})`;
+    throw error;
+  }
+}
+
 /** The text of the code lens right above the line containing `lineText` (its decorators
  * included: a lens sits above them), marked `data-e2e-lens` for clicking; null when none. */
 export async function lensAbove(page, lineText) {

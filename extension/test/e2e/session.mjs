@@ -17,7 +17,12 @@ export const ARTIFACTS = process.env.TRNLENS_E2E_ARTIFACTS ?? join(here, 'artifa
  * settings given; on a failure, `PREFIX-NAME-failure.png` and where the logs are. */
 export function sessions({ browser, root, prefix, settings }) {
   return async function session(name, folder, file, body) {
-    const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...settings });
+    // For a failure to be read in the kept profile's logs (TRNLENS_E2E_KEEP=1):
+    // TRNLENS_E2E_SERVER_LOG=DEBUG, the server's log; TRNLENS_E2E_TRACE=messages, the protocol
+    const log = {};
+    if (process.env.TRNLENS_E2E_SERVER_LOG) log['trnlens.serverLogLevel'] = process.env.TRNLENS_E2E_SERVER_LOG;
+    if (process.env.TRNLENS_E2E_TRACE) log['trnlens.trace.server'] = process.env.TRNLENS_E2E_TRACE;
+    const dirs = profileDirs(join(root, name), { 'trnlens.interpreter': PYTHON, ...log, ...settings });
     await installExtension(dirs, VSIX);
     const server = await startCodeServer(dirs, { trust: true });
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });

@@ -22,7 +22,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { launchBrowser, runPaletteCommand } from './codeserver.mjs';
-import { clearNotifications, lensAbove, lineText, toasts, waitFor } from './editor-page.mjs';
+import { clearNotifications, lensAbove, lensWhere, lineText, toasts, waitFor } from './editor-page.mjs';
 import { sessions } from './session.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -131,7 +131,7 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
       }, RUN_TIMEOUT);
       assert.match(running, /click to cancel/);
       await clickLens(page, 'def slow(', 'cancel');
-      await waitFor('▶ Profile back on the cancelled lens', async () => (await lensAbove(page, 'def slow(')) === '▶ Profile', 30_000);
+      await lensWhere(page, 'def slow(', (text) => text === '▶ Profile', '▶ Profile back on the cancelled lens', 30_000);
       await page.screenshot({ path: join(ARTIFACTS, 'ux-cancelled.png') });
 
       // 2. Missing inputs: one notification, plain words, the lens and a warning say so.
@@ -166,7 +166,7 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
       await waitFor('the factory in the text', () => lineText(page, 'def scale_inputs('), 15_000);
       await waitFor('no missing-inputs warning', async () => (await page.locator('.squiggly-warning').count()) === 0, 30_000);
       // (once the lenses follow the new text: until then the old lens sits where it was)
-      await waitFor('▶ Profile above scale', async () => (await lensAbove(page, 'def scale(')) === '▶ Profile', 30_000);
+      await lensWhere(page, 'def scale(', (text) => text === '▶ Profile', '▶ Profile above scale', 30_000);
       assert.equal(await lensAbove(page, 'def scale_inputs('), null); // no lens on an inputs factory
       await clickLens(page, 'def scale(', 'Profile');
       const profiled = await waitFor('scale profiled', async () => {
@@ -182,7 +182,7 @@ describe('trnlens as a user meets it (code-server)', { concurrency: false }, () 
       await page.keyboard.press('Home');
       await page.keyboard.type('x = x + 1');
       await page.keyboard.press('Enter');
-      await waitFor('the stale lens', async () => /stale/.test((await lensAbove(page, 'def scale(')) ?? ''), 30_000);
+      await lensWhere(page, 'def scale(', (text) => /stale/.test(text), 'the stale lens', 30_000);
       await clickLens(page, 'def scale(', 'Profile');
       await waitFor('the edited function profiled', async () => {
         const text = await lensAbove(page, 'def scale(');

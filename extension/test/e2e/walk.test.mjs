@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { launchBrowser, runPaletteCommand } from './codeserver.mjs';
-import { lensAbove, lineText, plain, waitFor } from './editor-page.mjs';
+import { lensAbove, lensWhere, lineText, plain, waitFor } from './editor-page.mjs';
 import { ARTIFACTS, PYTHON, REPO as repo, VSIX, goTo, panelTo, sessions } from './session.mjs';
 
 const RUN_TIMEOUT = 180_000;
@@ -123,7 +123,7 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
       await page.keyboard.press('Enter');
       await waitFor('the directive in the text', () => lineText(page, '# trnlens: inputs=ids'), 15_000);
       assert.equal(await lineText(page, 'def logits_inputs('), null); // no made-up factory
-      await waitFor('▶ Profile above logits', async () => /^▶ Profile/.test((await lensAbove(page, 'def logits(')) ?? ''), 30_000);
+      await lensWhere(page, 'def logits(', (text) => /^▶ Profile/.test(text), '▶ Profile above logits', 30_000);
       await page.locator('[data-e2e-lens="def logits("] a', { hasText: 'Profile' }).first().click();
       const profiled = await waitFor('logits profiled', async () => {
         const text = await lensAbove(page, 'def logits(');
@@ -154,7 +154,7 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
       await page.keyboard.press('Home');
       await page.keyboard.press('Home');
       await page.keyboard.type('    ');  // a real change of the config's text
-      await waitFor('the stale lens', async () => /stale/.test((await lensAbove(page, 'def logits(')) ?? ''), 30_000);
+      await lensWhere(page, 'def logits(', (text) => /stale/.test(text), 'the stale lens', 30_000);
       await page.screenshot({ path: join(ARTIFACTS, 'walk-stale.png') });
     });
   });
@@ -227,7 +227,7 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
         'trnlens.targets': { two: { kind: 'local', nproc_per_node: 2 } } },
     });
     await ranks('ranks', folder, 'ranks_step.py', async (page) => {
-      await waitFor('the lens for two ranks', async () => (await lensAbove(page, 'def step(')) === '▶ Profile on two (2 ranks)', 90_000);
+      await lensWhere(page, 'def step(', (text) => text === '▶ Profile on two (2 ranks)', 'the lens for two ranks', 90_000);
       await page.locator('[data-e2e-lens="def step("] a', { hasText: 'Profile' }).first().click();
       // The figures may first be drawn on the lens the editor asked for while the run was
       // pending (resolved once the run is placed); the Report lens joins after the refresh
