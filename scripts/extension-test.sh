@@ -11,6 +11,8 @@
 #                                          runs it first: the report's Chromium test needs them)
 #
 # Screenshots of the e2e go to extension/test/e2e/artifacts (TRNLENS_E2E_ARTIFACTS).
+# A failed e2e names its code-server profile; TRNLENS_E2E_KEEP=1 keeps it, with the server's log
+# at TRNLENS_E2E_SERVER_LOG (e.g. DEBUG) and the protocol trace at TRNLENS_E2E_TRACE (messages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
