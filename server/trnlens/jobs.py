@@ -48,6 +48,7 @@ from trnlens.store import Store
 from trnlens.targets.base import redact
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.ssh import SshTarget, TargetError
+from trnlens.timeouts import within
 
 Target = LocalTarget | SshTarget
 
@@ -177,7 +178,7 @@ class AgentProcess:
         )
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         try:
-            hello = await asyncio.wait_for(self._read(), HELLO_TIMEOUT_S)
+            hello = await within(self._read(), HELLO_TIMEOUT_S)
         except asyncio.TimeoutError:
             await self.kill()
             raise agent_failure("environment", "the agent did not start in time") from None
@@ -329,12 +330,12 @@ class AgentProcess:
     async def _next_or_hang(self) -> AgentMessage | None:
         """The next message; a ping after ``stall_s`` of silence, a hang after two."""
         try:
-            return await asyncio.wait_for(self._read(), self.stall_s)
+            return await within(self._read(), self.stall_s)
         except asyncio.TimeoutError:
             pass
         await self.send(Ping(id="stall"))
         try:
-            return await asyncio.wait_for(self._read(), self.stall_s)
+            return await within(self._read(), self.stall_s)
         except asyncio.TimeoutError:
             await self.kill()
             raise AgentFailure(
@@ -532,7 +533,7 @@ async def run_profile(
     agent = agent or AgentProcess(target)
     try:
         work = _run_with_retry(request, store, target, agent, on_progress)
-        outcome = await asyncio.wait_for(work, request.timeout_s)
+        outcome = await within(work, request.timeout_s)
     except asyncio.TimeoutError:
         raise timed_out(request.timeout_s, agent) from None
     finally:

@@ -36,6 +36,7 @@ from trnlens.outcome import Outcome, Result
 from trnlens.store import Store
 from trnlens.targets.base import Staged, TargetError
 from trnlens.targets.nodes import NodesTarget
+from trnlens.timeouts import within
 
 CAUSE_GRACE_S = 15.0  # how long the other hosts may take to say why, once one lost its peer
 
@@ -52,7 +53,7 @@ async def run_profile(
     agents = [AgentProcess(node) for node in target.nodes]
     try:
         work = _run(request, store, target, agents, on_progress)
-        outcome = await asyncio.wait_for(work, request.timeout_s)
+        outcome = await within(work, request.timeout_s)
     except asyncio.TimeoutError:
         raise timed_out(request.timeout_s, agents[0]) from None
     finally:

@@ -76,8 +76,8 @@ def test_a_placed_run_makes_its_lens_resolve_to_the_figures():
     )
     resolved = lenses.resolve(doc, lens, lambda uri, q: None)
     assert resolved.command.title.startswith("▶ Profile · stale · 1.00 ms CPU (ops)")
-    cancel = lenses.resolve(doc, lens, lambda uri, q: "running: measuring")
-    assert cancel.command.title == "■ running: measuring · click to cancel"
+    cancel = lenses.resolve(doc, lens, lambda uri, q: "running")
+    assert cancel.command.title == "■ running · click to cancel"
     assert cancel.command.command == lenses.CANCEL
 
 

@@ -31,7 +31,7 @@ from trnlens.settings import LOCAL
 
 KIND = "profile"  # data.kind of an unresolved Profile lens (the compare lenses have their own)
 
-# (uri, qualname) -> "running: measuring" / "queued (#2)", or None when no job is pending.
+# (uri, qualname) -> "running" / "queued (#2)", or None when no job is pending.
 JobState = Callable[[str, str], str | None]
 # (document, placed run) -> "−42% vs previous" (history, see lsp/watching.py), or None.
 HistoryLabel = Callable[[ProfiledDocument, Result], str | None]

@@ -38,6 +38,7 @@ from trnlens.targets import registry
 from trnlens.targets.local import LocalTarget
 from trnlens.targets.nodes import NodesTarget
 from trnlens.targets.ssh import SshTarget, TargetError
+from trnlens.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ class Runs:
         # Called with a finished run before its lens is drawn (Watching.settle_change: its "vs
         # previous", so the lens is drawn once, with its final words); set by services.build
         self.before_show: Callable[[Any, Result], Awaitable[None]] | None = None
+        # What the pending jobs' lenses read when last drawn (job token -> "running", "queued
+        # (#2)"): see _redraw_pending
+        self._drawn: dict[str, str] = {}
 
     def reached(self, target: LocalTarget | SshTarget | NodesTarget) -> None:
         """Notes a target whose SSH connection must be closed when the server leaves."""
@@ -150,21 +154,33 @@ class Runs:
         )
         await progress.begin(waiting, "queued" if queued else "starting")
         ready.set()  # only now may the lane start it: progress exists before any report
-        self.ctx.refresh_lenses()
+        self._redraw_pending()
 
     def job_state(self, uri: str, qualname: str, kind: str = "profile") -> str | None:
-        """The lens text for a pending job: 'running: measuring' or 'queued (#2)' (``kind``
-        "compare": the function's pending comparison instead of its profile)."""
+        """The lens text for a pending job: 'running' or 'queued (#2)' (``kind`` "compare": the
+        function's pending comparison instead of its profile). The run's phase is not in it:
+        the status bar and the progress notification say it (see _redraw_pending)."""
         if kind == "compare":
             key = CompareJob(uri, qualname, "").key
             job = next((j for j in self.queue.jobs() if j.key == key), None)
         else:
             job = self.queue.find(uri, qualname)
-        if job is None:
-            return None
-        if job.state == "running":
-            return f"running{': ' + job.phase if job.phase else ''}"
-        return f"queued (#{self.queue.position(job)})"
+        return None if job is None else self._lens_state(job)
+
+    def _lens_state(self, job: Job) -> str:
+        return "running" if job.state == "running" else f"queued (#{self.queue.position(job)})"
+
+    def _redraw_pending(self) -> None:
+        """Asks the client to redraw the lenses only when a pending job's lens would read
+        differently. A redraw replaces every lens of the editor, and VS Code drops a click on a
+        lens it has just replaced (the click's command is released with the old lens list:
+        "Actual command not found" in the extension host's log, nothing reaches the server).
+        The lens of a pending run is its ■ cancel button, so it must not be redrawn under the
+        user's pointer for nothing: a run's phases go to its progress, not to its lens."""
+        drawn = {job.token: self._lens_state(job) for job in self.queue.jobs()}
+        if drawn != self._drawn:
+            self._drawn = drawn
+            self.ctx.refresh_lenses()
 
     def pending(self, uri: str) -> frozenset[str]:
         """Qualnames in ``uri`` with a profile queued or running (their lenses show its state)."""
@@ -205,6 +221,7 @@ class Runs:
     def _settled(self, job: Job) -> None:
         """The job left the queue: its lens goes back to ▶ Profile (or shows the run's figures
         or failure). Refreshing before this point would show the job as still pending."""
+        self._drawn = {job.token: self._lens_state(job) for job in self.queue.jobs()}
         self.ctx.refresh_lenses()
 
     async def _execute(self, job: Job) -> None:
@@ -213,11 +230,11 @@ class Runs:
         root: Path = job.context["root"]
         doc = self.ctx.documents.get(job.uri)
         mark = doc.mark() if doc is not None else None
-        self.ctx.refresh_lenses()
+        self._redraw_pending()  # "queued (#1)" -> "running", when it was drawn queued
         try:
             settings = self.ctx.config.resolve(root)
             target = _allowed_target(settings, job.target)
-            outcome = await asyncio.wait_for(
+            outcome = await within(
                 self._run(job, settings, target, progress), settings.timeout_seconds
             )
         except asyncio.CancelledError:
@@ -276,11 +293,9 @@ class Runs:
         runner = build_target(target, root, settings.targets)
 
         def on_progress(state: Progress) -> None:
-            if state.phase != job.phase:
-                job.phase = state.phase
-                # the lens says the phase the status bar says (both from this report), not the
-                # one it had when last drawn
-                self.ctx.refresh_lenses()
+            # The phase goes to the status bar and the progress notification; the lens (the ■
+            # cancel button) is not redrawn for it (see _redraw_pending).
+            job.phase = state.phase
             detail = f" {state.message}" if state.message else ""
             progress.report(f"{job.phase}{detail}", state)
 
@@ -358,7 +373,7 @@ class Runs:
             # A profile's command answered long ago: the message is the only way to tell. A
             # comparison's command is still waiting: its error answer tells instead (once).
             self.ctx.show(f"trnlens: {verb} {job.qualname} failed: {message}", severity)
-        self.ctx.refresh_lenses()
+        # the lens shows the failure once the job has left the queue (_settled redraws it)
         _settle(job, error=message, severity="warning" if kind == "usage" else "error")
 
 
