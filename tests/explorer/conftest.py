@@ -89,14 +89,7 @@ def ns_host(tmp_path_factory):
         sshd.keygen(directory / "host_key")
         sshd.keygen(directory / "client_key")
         shutil.copy(directory / "client_key.pub", directory / "authorized_keys")
-        config = directory / "sshd_config"
-        config.write_text(
-            f"Port 22\nListenAddress {there}\nHostKey {directory / 'host_key'}\n"
-            f"AuthorizedKeysFile {directory / 'authorized_keys'}\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\n"
-            f"UsePAM no\nPidFile {directory / 'sshd.pid'}\nMaxSessions 50\nMaxStartups 50\n"
-            "AllowTcpForwarding yes\n"
-        )
+        config = sshd.write_config(directory, 22, there, "AllowTcpForwarding yes\n")
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         subprocess.run([*inside, sshd.SSHD, "-f", str(config), "-E", str(directory / "sshd.log")],
                        check=True)  # fmt: skip

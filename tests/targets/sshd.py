@@ -80,6 +80,24 @@ def keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
+def write_config(directory: Path, port: int, address: str, extra: str = "") -> Path:
+    """The server's config: keys and pid file in ``directory``, ``extra`` lines at the end."""
+    # The host's own temporary directory: sshd gives its sessions a clean environment (as a real
+    # host does), so what they start would write into this machine's /tmp (torch creates its
+    # torchinductor_<user> cache there) and outlive the test session.
+    temp = directory / "tmp"
+    temp.mkdir(exist_ok=True)
+    config = directory / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress {address}\nHostKey {directory / 'host_key'}\n"
+        f"AuthorizedKeysFile {directory / 'authorized_keys'}\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+        f"UsePAM no\nPidFile {directory / 'sshd.pid'}\nMaxSessions 50\nMaxStartups 50\n"
+        f"SetEnv TMPDIR={temp}\n{extra}"
+    )
+    return config
+
+
 def start(
     directory: Path,
     alias: str = "trn-test-host",
@@ -95,13 +113,7 @@ def start(
     keygen(directory / "client_key")
     shutil.copy(directory / "client_key.pub", directory / "authorized_keys")
     port = free_port()
-    config = directory / "sshd_config"
-    config.write_text(
-        f"Port {port}\nListenAddress {address}\nHostKey {directory / 'host_key'}\n"
-        f"AuthorizedKeysFile {directory / 'authorized_keys'}\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\n"
-        f"UsePAM no\nPidFile {directory / 'sshd.pid'}\nMaxSessions 50\nMaxStartups 50\n{extra}"
-    )
+    config = write_config(directory, port, address, extra)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     inside = ["ip", "netns", "exec", netns] if netns else []
     subprocess.run(

@@ -97,6 +97,17 @@ def test_profile_end_to_end_over_ssh(test_host, remote_python, project, tmp_path
     assert lines == {("samples/rmsnorm.py", 17)}
 
 
+def test_the_host_keeps_its_temporary_files_in_its_own_folder(test_host):
+    # sshd starts its sessions with a clean environment: without the host's own TMPDIR, what the
+    # remote agent's torch writes there (its torchinductor_<user> cache) lands in this machine's
+    # /tmp and outlives the test session.
+    done = subprocess.run(
+        ["ssh", *test_host.ssh_args(), test_host.alias, 'echo "$TMPDIR"'],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.stdout.strip() == str(test_host.directory / "tmp"), done.stderr
+
+
 def test_closing_the_masters_takes_their_sockets_and_folder(
     test_host, remote_python, project, tmp_path, ssh_cache
 ):
