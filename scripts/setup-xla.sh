@@ -15,12 +15,23 @@ cd "$(dirname "$0")/.."
 source scripts/xla-versions.env
 TORCH_VERSION=$TORCH
 TORCH_XLA_VERSION=$TORCH_XLA
+TRANSFORMERS=${TRANSFORMERS:?scripts/xla-versions.env names TRANSFORMERS}
 # Not under XDG_CACHE_HOME: the test suite points that at its own temporary directory.
 VENV=${TRNLENS_XLA_VENV:-$HOME/.cache/trnlens/xla-venv-torch$TORCH_VERSION-xla$TORCH_XLA_VERSION}
 MARKER=$VENV/.trnlens-complete
 PYTHON=${PYTHON:-python3}
 
+# transformers is added to a complete venv on its own (a venv made before it was pinned keeps
+# its 7 GB of torch): its own marker, keyed by its version.
+TRANSFORMERS_MARKER=$VENV/.trnlens-transformers-$TRANSFORMERS
+add_transformers() {
+    "$VENV/bin/python" -m pip install -q "transformers==$TRANSFORMERS" \
+        2> >(grep -v "^WARNING: Location" >&2)
+    "$VENV/bin/python" -c "import transformers; print('setup-xla: transformers', transformers.__version__)"
+    touch "$TRANSFORMERS_MARKER"
+}
 if [[ -f $MARKER ]]; then
+    [[ -f $TRANSFORMERS_MARKER ]] || add_transformers
     echo "setup-xla: $VENV is ready (cached)"
     exit 0
 fi
@@ -43,4 +54,5 @@ assert t.cpu().tolist() == [2.0, 2.0, 2.0]
 print(f"setup-xla: torch {torch.__version__}, torch_xla {torch_xla.__version__} run on PJRT CPU")
 PY
 touch "$MARKER"
+add_transformers
 echo "setup-xla: installed $VENV in $(($(date +%s) - start)) s, $(du -sh "$VENV" | cut -f1) on disk"

@@ -203,8 +203,12 @@ class ModuleTracker:
     """Global module hooks for the attribution pass: a profiler label around each module call,
     the module's name, type and caller. Use as a context manager (hooks removed on exit)."""
 
-    def __init__(self, torch, kinds: FrameKinds, names: dict[int, str], keep: list):
+    def __init__(self, torch, kinds: FrameKinds, names: dict[int, str], keep: list,
+                 labels: bool = True):  # fmt: skip
         self.torch = torch
+        # False: no profiler label (the XLA sites step reads ``current()`` instead: a label is
+        # an op of its own, which its dispatch mode would see)
+        self.labels = labels
         self.kinds = kinds
         self.names = dict(names)  # id(module) -> dotted name
         self._keep = list(keep)  # the named modules stay alive, so their ids stay theirs
@@ -270,10 +274,16 @@ class ModuleTracker:
                                         innermost)  # fmt: skip
             self._keys[id(module)] = key
             self._keep.append(module)
-        rf = self.torch.autograd.profiler.record_function(f"{MODULE_LABEL}{key}")
-        rf.__enter__()
+        rf = _NO_LABEL
+        if self.labels:
+            rf = self.torch.autograd.profiler.record_function(f"{MODULE_LABEL}{key}")
+            rf.__enter__()
         self._stack.append((key, rf))
         return None
+
+    def current(self) -> int | None:
+        """The key of the innermost module call running now on the tracked thread."""
+        return self._stack[-1][0] if self._stack else None
 
     def _post(self, module, args, output):
         if self._is_compiling() or _is_wrapper(module) or threading.get_ident() != self._thread:
@@ -285,6 +295,14 @@ class ModuleTracker:
             if top == key:
                 break
         return None
+
+
+class _NoLabel:
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_LABEL = _NoLabel()
 
 
 # Where a module that wraps a function keeps it: functools.wraps' __wrapped__, then the names

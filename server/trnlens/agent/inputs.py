@@ -100,16 +100,55 @@ def defaults_suffice(function) -> bool:
     return True
 
 
-def to_device(value, device, torch):
+def move(made: Inputs, device, torch) -> None:
+    """The inputs onto ``device``: tensors, and nn.Modules in place (a model left on the host
+    beside inputs on an XLA device failed deep in torch-xla with "Check failed: xtensor").
+    Moving a module onto a device whose tensors cannot share the host's storage type (XLA)
+    gives it new Parameter objects: an optimizer the factory built over the old ones would then
+    update nothing, silently; each optimizer among the inputs is pointed at the new ones."""
+    moved: dict[int, Any] = {}
+    made.args = to_device(made.args, device, torch, moved)
+    made.kwargs = to_device(made.kwargs, device, torch, moved)
+    if moved:
+        for optimizer in _optimizers((made.args, made.kwargs), torch):
+            _repoint(optimizer, moved)
+
+
+def to_device(value, device, torch, moved: dict[int, Any] | None = None):
     if isinstance(value, torch.Tensor):
         return value.to(device)
+    if isinstance(value, torch.nn.Module):
+        before = list(value.parameters())
+        value.to(device)
+        if moved is not None:
+            after = list(value.parameters())
+            moved.update({id(a): b for a, b in zip(before, after, strict=True) if a is not b})
+        return value
     if isinstance(value, tuple):
-        return tuple(to_device(v, device, torch) for v in value)
+        return tuple(to_device(v, device, torch, moved) for v in value)
     if isinstance(value, list):
-        return [to_device(v, device, torch) for v in value]
+        return [to_device(v, device, torch, moved) for v in value]
     if isinstance(value, dict):
-        return {k: to_device(v, device, torch) for k, v in value.items()}
+        return {k: to_device(v, device, torch, moved) for k, v in value.items()}
     return value
+
+
+def _optimizers(value, torch) -> list:
+    if isinstance(value, torch.optim.Optimizer):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [o for v in value for o in _optimizers(v, torch)]
+    if isinstance(value, dict):
+        return [o for v in value.values() for o in _optimizers(v, torch)]
+    return []
+
+
+def _repoint(optimizer, moved: dict[int, Any]) -> None:
+    for group in optimizer.param_groups:
+        group["params"] = [moved.get(id(p), p) for p in group["params"]]
+    state = optimizer.state
+    for old in [p for p in list(state) if id(p) in moved]:
+        state[moved[id(old)]] = state.pop(old)
 
 
 def describe(value, torch) -> Any:

@@ -283,8 +283,7 @@ class Runner:
         calls.reseed(torch)
         made, v.inputs_source = self._inputs(v, project, backend)
         made = self.snapshots.start_from((v.path, v.inputs_source), made)
-        made.args = inputs.to_device(made.args, backend.device, torch)
-        made.kwargs = inputs.to_device(made.kwargs, backend.device, torch)
+        inputs.move(made, backend.device, torch)
         v.made = made
         if v.spec.get("module_swaps"):
             self._swap(v)
@@ -407,7 +406,11 @@ class Runner:
                 result["compile"] = found
         if recorder is not None:
             self.progress("measuring", "XLA: fallbacks and forced executions, line by line")
-            result["xla"] = xla_section(recorder, step, project, context)
+            made = v.made
+            result["xla"] = xla_section(recorder, step, project, context, v.reachable,
+                                        [made.instance, made.args, made.kwargs])  # fmt: skip
+            # library findings read these files, as they do the CPU attribution's (rules)
+            result.setdefault("library_files", result["xla"].pop("library_files", []))
         self._record(v, m, project)
         result["_output"] = kept.get("output")
         if settings.defer_timing:
@@ -438,8 +441,7 @@ class Runner:
             again = self.snapshots.start_from(key, made)
             if again is made:  # no copy to start from
                 return None
-            again.args = inputs.to_device(again.args, backend.device, torch)
-            again.kwargs = inputs.to_device(again.kwargs, backend.device, torch)
+            inputs.move(again, backend.device, torch)
             if isinstance(again.instance, torch.nn.Module):
                 again.instance.to(backend.device)
                 if mode != "as-written":

@@ -1,29 +1,47 @@
-"""One step under a dispatch mode: the line of every CPU fallback and forced execution, and the
-graph each line's ops ended in.
+"""One step under a dispatch mode: where each op of the step came from, forward and backward,
+and which IR nodes it made; CPU fallbacks and forced executions at their lines.
 
-A ``TorchDispatchMode`` sees every aten op the step dispatches, XLA tensors included, with the
-Python stack of the call. Around each op it reads two counters: the op's own ``aten::<op>``
-counter (torch-xla counts an op that has no XLA lowering and runs on the CPU under its aten
-name) and the number of graph executions (an op that needs a value on the host: ``.item()``,
-``nonzero``, boolean indexing, a fallback's inputs, cuts the graph and executes it there). The
-op's line is its innermost project frame. Graph k of the step holds the ops traced after k-1
-executions. IR nodes per line are those of the step's last graph (the sync's), read in warm-up
-without this mode: nodes of a graph that a host read cut earlier are not counted on lines (their
-lines still say which graph they ended in).
+A ``TorchDispatchMode`` sees every aten op the step dispatches, XLA tensors included. Each op is
+put on a *place*: its innermost frame (a library line such as transformers'
+``modeling_llama.py:65``), its innermost project line and the nn.Module running it (global
+module hooks, ``attribution.ModuleTracker``), and whether the autograd engine ran it.
 
-The mode costs every op two counter reads and a frame walk: this runs one extra step after the
-measured passes, never inside them.
+Backward: the engine runs an XLA device's nodes on a thread of its own, where there is no
+Python stack at all (``sys._getframe(2)`` there raised "call stack is not deep enough": issue
+40). A backward op takes the place of the forward op that made its node instead, as the CPU
+backend does (backward/links.py), by autograd's sequence numbers: a forward op reads the
+thread's counter (``_get_sequence_nr``) after autograd numbered the node it makes, and the
+engine's ``_current_autograd_node()`` says which node a backward op runs in. A node no forward
+op of the step made (``AccumulateGrad``) stays at the ``backward()`` call, read from the
+waiting thread's frames.
+
+IR nodes: with ``XLA_IR_DEBUG`` torch-xla stamps each node with the innermost Python frame that
+made it, and the basename of its file only. Here each op is called from a one-line function
+compiled under a file named for its place (``trnlens_site_<k>.py``): every node of the step's
+graph, backward ones included, then names the place that made it. The graph read is the one
+the step's own sync compiles (the tensors the step left pending: its outputs, everything the
+mode saw made and still alive, and the tensors of its inputs), and the graph of every sync the
+step makes itself (``torch_xla.sync()``, ``xm.mark_step()``: read just before it runs); a graph
+that a host read cut earlier is counted in graphs and ops, not in IR nodes.
+
+Around each op the mode reads two counters: the op's own ``aten::<op>`` counter (an op without
+an XLA lowering runs on the CPU under its aten name) and the graph executions (an op that needs
+a value on the host cuts the graph and executes it there). All this costs every op a frame walk
+and a few counter reads: it runs as one extra step after the measured passes, never inside them.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
+from .. import attribution
 from . import irtext
 from .metrics import HOST_READ_OP
 
@@ -32,91 +50,255 @@ WHY = {
     "aten::nonzero": "a data-dependent shape (nonzero)",
     "aten::masked_select": "a data-dependent shape (masked_select)",
     "aten::index": "indexing with a boolean mask or a tensor of indices read on the host",
-    "aten::_to_copy": "a copy to the host (.cpu(), .tolist(), .numpy())",
+    "aten::_to_copy": "a copy to the host (.cpu(), .tolist(), .numpy(), print(tensor))",
 }
+
+# The places' own functions: one per place index, process-wide (their code is the same; only
+# the file name, which torch-xla writes into each IR node's location, tells them apart).
+_SITE_CODE = "def site(op, args, kwargs):\n    return op(*args, **kwargs)\n"
+_SITE_FILE = re.compile(r"^trnlens_site_(\d+)\.py$")
+_site_functions: list[Callable] = []
+
+
+def site_function(index: int) -> Callable:
+    while len(_site_functions) <= index:
+        namespace: dict[str, Any] = {}
+        filename = f"trnlens_site_{len(_site_functions)}.py"
+        exec(compile(_SITE_CODE, filename, "exec"), namespace)  # noqa: S102 - our own line
+        _site_functions.append(namespace["site"])
+    return _site_functions[index]
+
+
+def place_of_node(node: irtext.Node) -> int | None:
+    """The place index an IR node's location names, or None for a node made elsewhere."""
+    if node.file is None:
+        return None
+    found = _SITE_FILE.match(node.file)
+    return int(found.group(1)) if found else None
+
+
+# (innermost frame, project frame, module key, backward): frames raw (file, line, function)
+Place = tuple
+
+
+@dataclass
+class Tally:
+    ops: int = 0
+    ir_nodes: int = 0
+    graphs: set[int] = field(default_factory=set)
 
 
 @dataclass
 class Sites:
+    places: list[Place] = field(default_factory=list)  # index -> place
+    tallies: list[Tally] = field(default_factory=list)  # index -> its counts
     fallbacks: list[dict] = field(default_factory=list)  # op, count, path, line
     forced: list[dict] = field(default_factory=list)  # op, executions, path, line, why
-    lines: list[dict] = field(default_factory=list)  # path, line, ops, graphs, ir_nodes
     graphs: int = 0  # executions in this step, its own sync included
-    ir_nodes_elsewhere: int = 0  # nodes made in library code (not on a project line)
+    ir_nodes_elsewhere: int = 0  # nodes of the graph no op of the step made (none expected)
+    ir_read: bool = False  # whether the sync's graph was read
+    modules: dict = field(default_factory=dict)  # module key -> attribution.ModuleInfo
+    module_calls: Counter = field(default_factory=Counter)  # module key -> calls in the step
+    skipped: list[str] = field(default_factory=list)  # what this step could not read, and why
+    syncs: list[dict] = field(default_factory=list)  # path, line, count: the step's own syncs
 
 
-def attribute(step: Callable[[], Any], recorder, project, context) -> Sites:
+class _Places:
+    def __init__(self):
+        self.index: dict[Place, int] = {}
+        self.found = Sites()
+
+    def of(self, place: Place) -> int:
+        k = self.index.get(place)
+        if k is None:
+            k = self.index[place] = len(self.found.places)
+            self.found.places.append(place)
+            self.found.tallies.append(Tally())
+        return k
+
+
+def attribute(step: Callable[[], Any], recorder, project, context, named_modules=(),
+              roots=()) -> Sites:  # fmt: skip
     """Runs ``step`` (unwrapped) once under the dispatch mode, within ``context()``, and returns
-    the sites; ``recorder`` (recorder.Recorder) lends its metrics, IR reader and sync."""
+    the sites; ``recorder`` (recorder.Recorder) lends its metrics, IR reader and sync.
+    ``named_modules`` names the modules; ``roots`` (the step's inputs) hold the tensors whose
+    pending updates (parameters, gradients, optimizer state) the sync's graph computes."""
+    torch = recorder.torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     metrics = recorder.metrics
-    sources = irtext.Sources(project.is_project_file, project.relpath)
-    ops_on: Counter = Counter()
-    graphs_on: dict[tuple, set[int]] = {}
+    kinds = attribution.FrameKinds(project.is_project_file, project.relpath, torch)
+    names = {id(m): name for name, m in named_modules}
+    tracker = attribution.ModuleTracker(torch, kinds, names, [m for _, m in named_modules],
+                                        labels=False)  # fmt: skip
+    places = _Places()
+    found = places.found
+    creators: dict[int, int] = {}  # forward sequence number -> the place of the op that made it
     fallbacks: Counter = Counter()
     forced: dict[tuple, int] = {}
-    state = {"executions": 0}
+    made: list = []  # weak references to the XLA tensors the ops returned
+    main = threading.get_ident()
+    peek = getattr(torch._C._autograd, "_get_sequence_nr", None)
+    current_node = getattr(torch._C, "_current_autograd_node", None)
+    start = {"executions": 0}
+    waiting_site: dict[int, int] = {}  # place of the backward() call, per node-less backward
 
-    def site() -> tuple[str, int] | None:
-        frame: FrameType | None = sys._getframe(2)
-        while frame is not None:
-            if project.is_project_file(frame.f_code.co_filename):
-                return project.relpath(frame.f_code.co_filename), frame.f_lineno
-            frame = frame.f_back
-        return None
+    def forward_place(frame) -> int:
+        innermost, proj = kinds.walk(frame)
+        module = tracker.current() if threading.get_ident() == main else None
+        return places.of((innermost, proj, module, False))
+
+    def backward_place(node) -> int:
+        seq = node._sequence_nr()
+        creator = creators.get(seq)
+        if creator is not None:
+            innermost, proj, module, _ = found.places[creator]
+            return places.of((innermost, proj, module, True))
+        # No forward op of this step made the node (AccumulateGrad, the engine's own): the line
+        # that called backward(), from the frames of the thread waiting in it.
+        cached = waiting_site.get(id(node))
+        if cached is None:
+            frame = sys._current_frames().get(main)
+            innermost, proj = kinds.walk(frame) if frame is not None else (None, None)
+            cached = waiting_site[id(node)] = places.of((innermost, proj, None, True))
+        return cached
 
     class Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             name = func._schema.name
-            where = site()
+            if name.startswith("profiler::"):  # record_function's own ops: labels, not work
+                return func(*args, **(kwargs or {}))
+            node = current_node() if current_node is not None else None
+            if node is not None:
+                k = backward_place(node)
+            else:
+                k = forward_place(sys._getframe(0).f_back)  # None-safe on a bare thread
+                if peek is not None and threading.get_ident() == main:
+                    creators.setdefault(peek() - 1, k)
             before_count = metrics.counter(name)
             before_exec = metrics.executions()
-            out = func(*args, **(kwargs or {}))
+            out = site_function(k)(func._op, args, kwargs or {})
             executed = metrics.executions() - before_exec
-            graph = state["executions"] + 1
-            state["executions"] += executed
-            if where is not None:
-                ops_on[where] += 1
-                graphs_on.setdefault(where, set()).add(graph)
+            tally = found.tallies[k]
+            tally.ops += 1
+            tally.graphs.add(before_exec - start["executions"] + 1)
             counted = metrics.counter(name) - before_count
             if counted and name != HOST_READ_OP:
-                fallbacks[(name, where)] += counted
+                fallbacks[(name, k)] += counted
             if executed or name == HOST_READ_OP:
-                key = (name, where)
-                forced[key] = forced.get(key, 0) + max(executed, 1 if counted else 0)
+                forced[(name, k)] = forced.get((name, k), 0) + max(executed, 1 if counted else 0)
+            _keep_weakly(out, made, torch)
             return out
 
+    def count_ir(pending: list) -> None:
+        """The IR nodes of the graph ``pending``'s tensors are about to compute, on their
+        places."""
+        if not pending:
+            return
+        found.ir_read = True
+        for node in irtext.parse(recorder._text(pending)):
+            if node.op == "xla::device_data":  # an input (data on the device), not work
+                continue
+            k = place_of_node(node)
+            if k is None or k >= len(found.tallies):
+                found.ir_nodes_elsewhere += 1
+            else:
+                found.tallies[k].ir_nodes += 1
+
+    xlac = recorder.backend.torch_xla._XLAC
+    marker = xlac._xla_step_marker
+    syncs: Counter = Counter()
+
+    def step_marker(*args, **kwargs):
+        """A sync the step makes itself (``torch_xla.sync()``, ``xm.mark_step()``,
+        ``xm.optimizer_step(..., barrier=True)``): its graph's IR nodes are read before it runs,
+        and it is waited for, so that its execution counts here and not on the next op."""
+        if threading.get_ident() == main:
+            _, proj = kinds.walk(sys._getframe(1))
+            syncs[proj[:2] if proj else None] += 1
+            count_ir(_pending(None, made, roots, torch))
+        kwargs["wait"] = True
+        return marker(*args, **kwargs)
+
     with context():
-        before = metrics.executions()
-        with Mode():
-            out = step()  # the step itself, unrecorded: this call is not a measured one
-        recorder.backend.sync()
+        start["executions"] = before = metrics.executions()
+        try:
+            xlac._xla_step_marker = step_marker
+            with tracker, Mode():
+                out = step()  # the step itself, unrecorded: this call is not a measured one
+            xlac._xla_step_marker = marker
+            pending = _pending(out, made, roots, torch)
+            count_ir(pending)
+            del pending
+        finally:
+            xlac._xla_step_marker = marker
+            recorder.backend.sync()
         del out  # alive through the sync, or its graph would have nothing to compute
-        total = metrics.executions() - before
-    found = Sites(graphs=total)
-    # IR nodes per line: the last warm-up call's graph, read with no mode in the way (under this
-    # mode every node's XLA_IR_DEBUG location would be the mode's own frame).
-    last = next((c.ir for c in reversed(recorder.calls) if c.ir is not None), None)
-    nodes, found.ir_nodes_elsewhere = irtext.nodes_per_line(last or [], sources)
-    for (op, where), count in sorted(fallbacks.items(), key=lambda kv: -kv[1]):
-        found.fallbacks.append({"op": op, "count": count, **_at(where)})
-    for (op, where), count in forced.items():
-        found.forced.append(
-            {
-                "op": op,
-                "executions": count,
-                "why": WHY.get(op, "the op needs a value"),
-                **_at(where),
-            }
-        )
-    for where in sorted(set(ops_on) | set(nodes), key=lambda w: (w[0], w[1])):
-        found.lines.append({
-            "path": where[0], "line": where[1], "ops": ops_on.get(where, 0),
-            "graphs": sorted(graphs_on.get(where, ())), "ir_nodes": nodes.get(where, 0),
-        })  # fmt: skip
+        found.graphs = metrics.executions() - before
+    found.modules = tracker.info
+    for (op, k), count in sorted(fallbacks.items(), key=lambda kv: -kv[1]):
+        found.fallbacks.append({"op": op, "count": count, **_at(found.places[k], kinds)})
+    for proj, count in syncs.items():
+        where = {"path": kinds.display(proj[0]), "line": proj[1]} if proj else _at((), kinds)
+        found.syncs.append({**where, "count": count})
+    for (op, k), count in forced.items():
+        found.forced.append({"op": op, "executions": count, "why": WHY.get(op, "the op needs a "
+                             "value"), **_at(found.places[k], kinds)})  # fmt: skip
     return found
 
 
-def _at(where: tuple[str, int] | None) -> dict:
-    return {"path": where[0], "line": where[1]} if where else {"path": None, "line": None}
+def _keep_weakly(out: Any, made: list, torch) -> None:
+    if isinstance(out, torch.Tensor):
+        if out.device.type == "xla":
+            made.append(weakref.ref(out))
+    elif isinstance(out, (list, tuple)):
+        for item in out:
+            _keep_weakly(item, made, torch)
+
+
+def _pending(out: Any, made: list, roots, torch) -> list:
+    """The XLA tensors the step leaves for its sync: what it returned, what its ops made and
+    something still holds, and the tensors of its inputs (parameters, their gradients, the
+    optimizer's state), each once."""
+    seen: dict[int, Any] = {}
+
+    def add(value: Any, depth: int = 0) -> None:
+        if depth > 4 or value is None:
+            return
+        if isinstance(value, torch.Tensor):
+            if value.device.type == "xla":
+                seen.setdefault(id(value), value)
+                if value.is_leaf and value.grad is not None:
+                    add(value.grad, depth + 1)
+        elif isinstance(value, torch.nn.Module):
+            for tensor in [*value.parameters(), *value.buffers()]:
+                add(tensor, depth + 1)
+        elif isinstance(value, torch.optim.Optimizer):
+            for state in value.state.values():
+                add(state, depth + 1)
+        elif isinstance(value, dict):
+            for item in value.values():
+                add(item, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                add(item, depth + 1)
+
+    add(out)
+    for ref in made:
+        tensor = ref()
+        if tensor is not None:
+            try:
+                tensor._fix_weakref()  # a tensor taken out of a weak reference must be told so
+                add(tensor)
+            except RuntimeError:  # freed meanwhile on the C++ side: nothing pending there
+                continue
+    for root in roots:
+        add(root)
+    return list(seen.values())
+
+
+def _at(place: Place, kinds) -> dict:
+    proj = place[1] if place else None
+    if proj is None:
+        return {"path": None, "line": None}
+    return {"path": kinds.display(proj[0]), "line": proj[1]}

@@ -12,21 +12,39 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from . import irtext
+from .. import attribution, errors
+from . import irtext, tables
 from .recorder import Call
 from .sites import Sites
 from .sites import attribute as sites_step
 
 
-def xla_section(recorder, step, project, context) -> dict[str, Any]:
+def xla_section(recorder, step, project, context, named_modules=(), roots=()) -> dict[str, Any]:
     """The section for a run whose calls ``recorder`` counted: the sites step first (one more
-    call of ``step`` under the dispatch mode, sites.py), then the figures."""
-    found = sites_step(step, recorder, project, context)
+    call of ``step`` under the dispatch mode, sites.py), then the figures. A sites step that
+    fails is this tool's limit, not the user's code (the same step ran in every measured pass):
+    the graphs, compilations and times stand, and the section says what it skipped."""
+    kinds = attribution.FrameKinds(project.is_project_file, project.relpath, recorder.torch)
+    try:
+        found: Sites | None = sites_step(step, recorder, project, context, named_modules, roots)
+    except errors.AgentError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - said in the section, never a failed run
+        found = None
+        skipped = (
+            f"lines, modules, fallbacks and forced executions were not read: the step under "
+            f"trnlens's dispatch mode raised {type(exc).__name__}: {str(exc)[:200]}"
+        )
     sources = irtext.Sources(project.is_project_file, project.relpath)
-    return section(recorder, found, sources, recorder.backend)
+    out = section(recorder, found, sources, recorder.backend, kinds)
+    if found is None:
+        out["skipped"].append(skipped)
+        out["message"] = verdict(out)
+    return out
 
 
-def section(recorder, sites: Sites | None, sources: irtext.Sources, backend) -> dict[str, Any]:
+def section(recorder, sites: Sites | None, sources: irtext.Sources, backend,
+            kinds=None) -> dict[str, Any]:  # fmt: skip
     calls: list[Call] = recorder.calls
     window = [c for c in calls if c.phase == "measured"]
     warm = [c for c in calls if c.phase != "measured"]
@@ -64,10 +82,19 @@ def section(recorder, sites: Sites | None, sources: irtext.Sources, backend) -> 
         "recompiles": recompiles,
         "fallbacks": sites.fallbacks if sites else [],
         "forced": sites.forced if sites else [],
-        "lines": sites.lines if sites else [],
+        "lines": tables.lines(sites, kinds) if sites else [],
         "ir_nodes_elsewhere": sites.ir_nodes_elsewhere if sites else 0,
         "collection_us": recorder.overhead_s * 1e6,
+        "skipped": list(sites.skipped) if sites else [],
     }
+    if sites is not None:
+        out["library_lines"], out["library_lines_rest"] = tables.library_lines(sites, kinds)
+        out["modules"], out["modules_rest"] = tables.modules(sites, kinds)
+        out["library_files"] = tables.library_files(sites, kinds)
+        out["step_graphs"] = sites.graphs
+        out["syncs"] = sites.syncs
+        if not sites.ir_read:
+            out["skipped"].append("IR nodes: the step left no XLA tensor pending for its sync")
     out["message"] = verdict(out)
     return out
 
@@ -125,11 +152,21 @@ def verdict(x: dict) -> str:
     if x["fallbacks"]:
         ops = sorted({f["op"] for f in x["fallbacks"]})
         parts.append(f"CPU fallback: {', '.join(ops)}")
-    forced = [f for f in x["forced"] if f["path"]]
+    forced = [f for f in x["forced"] if f["path"] and f["executions"]]
     if forced:
         parts.append(
             "forced executions at " + ", ".join(f"{f['path']}:{f['line']}" for f in forced[:3])
         )
+    reads = [f for f in x["forced"] if f["path"] and not f["executions"]]
+    if reads:  # the value was on the device already: a transfer each step, no graph cut
+        parts.append("host reads at " + ", ".join(f"{f['path']}:{f['line']}" for f in reads[:3]))
+    syncs = [s for s in x.get("syncs") or [] if s["path"]]
+    if syncs:
+        parts.append("the step syncs itself at " + ", ".join(
+            f"{s['path']}:{s['line']}" + (f" ({s['count']}x)" if s["count"] > 1 else "")
+            for s in syncs[:3]))  # fmt: skip
+    if x.get("skipped"):
+        parts.append("not read: " + "; ".join(x["skipped"]))
     return " · ".join(parts)
 
 
