@@ -12,6 +12,7 @@ from trnlens.results import schema
 from tests.cli.conftest import trnlens
 from tests.xla.conftest import REPO
 from tests.xla.test_xla_agent import FIXTURE
+from tests.xla.test_xla_training import FIXTURE as TRAINING
 
 FAST = ("--warmup", "2", "--steps", "3", "--repeats", "3")
 
@@ -71,3 +72,35 @@ def test_compare_on_xla_shows_graphs_and_ir_nodes_per_variant(xla_python, tmp_pa
     assert all(d is not None and d < 1e-4 for d in data["max_abs_diff"])  # outputs compared
     text = render_comparison(data)
     assert "XLA (IR nodes" in text and "Graphs/step" in text
+
+
+def test_cli_and_report_show_a_fine_tuning_steps_modules_and_library_lines(
+    xla_python, tmp_path, monkeypatch
+):
+    """Before issue 40: a step with backward() ended in "internal error"; the forward that
+    worked said only "282 IR nodes were made in library code"."""
+    shutil.copy(TRAINING, tmp_path / "training.py")
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    done = trnlens("profile", "training.py::llama_finetune", "--backend", "xla", "--python",
+                   str(xla_python), *FAST, cwd=tmp_path, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "internal error" not in out
+    assert "Modules (IR nodes with their callees" in out
+    row = next(line for line in out.splitlines() if "model.model.layers.0.self_attn.q_proj" in line)
+    assert "Linear" in row and "(" in row  # own IR nodes with the backward part in brackets
+    assert "Library lines" in out and "transformers/models/llama/modeling_llama.py:" in out
+    stored = next((tmp_path / ".trnlens" / "artifacts").iterdir()) / "result.json"
+    result = json.loads(stored.read_text())
+    page = tmp_path / "report.html"
+    done = trnlens("report", result["run_id"], "--output", str(page), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text("utf-8")
+    assert "Modules: IR nodes, forward and backward" in html and "self_attn" in html
+    assert "Library lines: where the IR nodes were made" in html
+    assert "Per line: IR nodes and ops" in html and 'data-path="training.py"' in html
+    assert "the cpu backend runs ops on the host" not in html
+    assert "on XLA the per-line figures are IR nodes and ops" in html

@@ -46,3 +46,40 @@ async def test_lens_and_hints_after_an_xla_run(xla_python, tmp_path):
 
         hover = await ed.hover(uri, 12, 5)  # the def line
         assert hover is not None and "**XLA** (PJRT CPU)" in hover.contents.value
+
+
+TRAINING = Path(__file__).parent / "fixtures" / "training.py"
+
+
+async def test_a_fine_tuning_step_in_the_editor_shows_backward_and_agrees_on_forced(
+    xla_python, tmp_path
+):
+    """Issue 40: a step with backward() profiles from the lens; the lens counts the forced
+    executions the hints show (one line, one execution), the hover names modules by IR nodes."""
+    root = workspace(tmp_path)
+    shutil.copy(TRAINING, root / "training.py")
+    text = (root / "training.py").read_text("utf-8").splitlines()
+    logged = next(n for n, line in enumerate(text) if "loss.item()" in line)
+    forward = next(n for n, line in enumerate(text) if "return self.down(h)" in line)
+    (tmp_path / "tmp").mkdir()
+    env = {"PJRT_DEVICE": "CPU", "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path / "tmp")}
+    options = {
+        **FAST, "warmup": 2, "backend": "xla", "target": "xla",
+        "targets": {"xla": {"kind": "local", "python": str(xla_python), "env": env}},
+    }  # fmt: skip
+    async with editor(root, options) as ed:
+        uri = ed.open("training.py")
+        answer, _ = await ed.profile(uri, "logging_step")
+        assert answer["target"] == "xla", answer
+        title = (await ed.lenses(uri))["logging_step"].command.title
+        assert "2 graphs/step" in title and "1 forced execution" in title, title
+        assert "error" not in title.lower(), title
+        hints = {h.position.line: h for h in await ed.hints(uri)}
+        forced = [n for n, h in hints.items() if "forced execution" in str(h.label)]
+        assert forced == [logged], hints
+        assert "bwd)" in str(hints[forward].label), hints[forward].label
+        assert "backward" in str(hints[forward].tooltip)
+        definition = next(n for n, line in enumerate(text) if "def logging_step" in line)
+        hover = await ed.hover(uri, definition, 5)
+        assert hover is not None and "IR nodes by module" in hover.contents.value
+        assert "`model.down`" in hover.contents.value

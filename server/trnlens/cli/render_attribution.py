@@ -106,7 +106,7 @@ def library_lines(data: dict, table) -> list[str]:
         callers = f.get("callers") or []
         called = f"{callers[0]['path']}:{callers[0]['line']}" if callers else "-"
         row = [
-            f"{_short(f['path'])}:{f['line']}",
+            f"{short_path(f['path'])}:{f['line']}",
             name,
             _share(f["self_time_per_step_us"], total),
             units.duration(f["self_time_per_step_us"]),
@@ -128,7 +128,7 @@ def library_lines(data: dict, table) -> list[str]:
     return out
 
 
-def _short(path: str) -> str:
+def short_path(path: str) -> str:
     """A library file from where its package starts (site-packages/ cut off)."""
     for marker in ("site-packages/", "dist-packages/"):
         if marker in path:

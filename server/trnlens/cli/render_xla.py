@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trnlens import units
+from trnlens.cli.render_attribution import short_path
 
 Table = Callable[[list[str], list[list[str]], set[int]], list[str]]
 
@@ -57,25 +58,73 @@ def xla_lines(data: dict, table: Table, size: Callable[[float | None], str]) -> 
         out.extend(table(["Op", "Count", "Line"], rows, {1}))
     if x["forced"]:
         rows = [[_at(f), f["op"], _n(f["executions"]), f["why"]] for f in x["forced"]]
-        out.append("Forced executions (the graph cut and executed mid-step, per step)")
+        out.append(
+            "Forced executions and host reads (an execution cuts the graph mid-step; a read of a "
+            "value already on the device is a transfer, per step)"
+        )
         out.extend(table(["Line", "Op", "Executions", "Why"], rows, {2}))
+    if x.get("syncs"):
+        rows = [[_at(s), _n(s["count"])] for s in x["syncs"]]
+        out.append("Syncs the step makes itself (each one ends a graph)")
+        out.extend(table(["Line", "Count"], rows, {1}))
     if x["lines"]:
         rows = [
-            [
-                _at(line),
-                _n(line["ir_nodes"]),
-                _n(line["ops"]),
-                ", ".join(str(g) for g in line["graphs"]),
-            ]  # fmt: skip
+            [_at(line), _both(line, "ir_nodes"), _both(line, "ops"),
+             ", ".join(str(g) for g in line["graphs"])]
             for line in x["lines"]
-        ]
+        ]  # fmt: skip
         out.append(
-            "Lines (IR nodes of the step's last graph made there; ops traced; graph(s) of the "
-            "step they ended in)"
+            "Lines (IR nodes of the step's graphs and ops made there, backward on the line of "
+            "the forward op that made it; graph(s) of the step they ended in)"
         )
-        out.extend(table(["Line", "IR nodes", "Ops", "Graph"], rows, {1, 2}))
+        out.extend(table(["Line", "IR nodes (bwd)", "Ops (bwd)", "Graph"], rows, {1, 2}))
         if x.get("ir_nodes_elsewhere"):
-            out.append(f"  {x['ir_nodes_elsewhere']} IR nodes were made in library code")
+            out.append(f"  {x['ir_nodes_elsewhere']} IR nodes were made outside the step's ops")
+    out.extend(_modules(x, table))
+    out.extend(_library_lines(x, table))
+    for why in x.get("skipped") or []:
+        out.append(f"  not read: {why}")
+    return out
+
+
+def _both(row: dict, key: str) -> str:
+    """'12 (5)': a figure and the backward part it includes."""
+    back = row.get(f"backward_{key}") or 0
+    return _n(row.get(key)) + (f" ({_n(back)})" if back else "")
+
+
+def _modules(x: dict, table: Table, limit: int = 25) -> list[str]:
+    modules = x.get("modules") or []
+    if not modules:
+        return []
+    depth: dict[str, int] = {}
+    rows = []
+    for m in modules:
+        depth[m["name"]] = depth.get(m["parent"], -1) + 1 if m["parent"] else 0
+        rows.append([
+            "  " * depth[m["name"]] + m["name"], m["type"], _n(m["total_ir_nodes"]),
+            _both(m, "ir_nodes"), _both(m, "ops"),
+        ])  # fmt: skip
+    out = ["Modules (IR nodes with their callees; own IR nodes and ops, backward in brackets)"]
+    out.extend(table(["Module", "Type", "IR nodes", "Own (bwd)", "Ops (bwd)"], rows[:limit],
+                     {2, 3, 4}))  # fmt: skip
+    if len(rows) > limit:
+        out.append(f"  ... {len(rows) - limit} more modules (--format json has them all)")
+    return out
+
+
+def _library_lines(x: dict, table: Table, limit: int = 10) -> list[str]:
+    found = x.get("library_lines") or []
+    if not found:
+        return []
+    rows = [
+        [f"{short_path(r['path'])}:{r['line']}", r["function"], _both(r, "ir_nodes"),
+         _both(r, "ops"), ", ".join(f"{c['path']}:{c['line']}" for c in r["callers"][:2])]
+        for r in found[:limit]
+    ]  # fmt: skip
+    out = ["Library lines (the innermost frame outside the project that made the IR nodes)"]
+    out.extend(table(["Line", "Function", "IR nodes (bwd)", "Ops (bwd)", "Called from"], rows,
+                     {2, 3}))  # fmt: skip
     return out
 
 

@@ -52,10 +52,23 @@ def lens_text(result: Result) -> str | None:
         parts.append(f"recompiled {x['compiles_in_window']}x{why}")
     if x["fallbacks"]:
         parts.append(_plural(sum(f["count"] for f in x["fallbacks"]), "CPU fallback"))
-    forced = [f for f in x["forced"] if f["op"] not in {g["op"] for g in x["fallbacks"]}]
+    forced = _forced(x)
     if forced:
         parts.append(_plural(sum(f["executions"] for f in forced), "forced execution"))
+    reads = [f for f in x["forced"] if not f["executions"]]
+    if reads:
+        parts.append(_plural(len(reads), "host read"))
     return " · ".join(parts)
+
+
+def _forced(x: dict) -> list[dict]:
+    """Forced executions that are not a CPU fallback's (a fallback's own hint and diagnostic
+    say it cuts the graph): what the lens counts and the hints show, the same entries."""
+    fallbacks = {(g["op"], g["path"], g["line"]) for g in x["fallbacks"]}
+    return [
+        f for f in x["forced"]
+        if f["executions"] and (f["op"], f["path"], f["line"]) not in fallbacks
+    ]  # fmt: skip
 
 
 def _labels(x: dict, relpath: str) -> dict[int, list[str]]:
@@ -63,18 +76,25 @@ def _labels(x: dict, relpath: str) -> dict[int, list[str]]:
     labels: dict[int, list[str]] = {}
     for row in x["lines"]:
         if row["path"] == relpath:
+            nodes = _plural(row["ir_nodes"], "IR node")
+            if row.get("backward_ir_nodes"):  # the backward its forward ops made, inside
+                nodes += f" ({_n(row['backward_ir_nodes'])} bwd)"
             graphs = ", ".join(str(g) for g in row["graphs"])
             labels.setdefault(row["line"], []).append(
-                f"{_plural(row['ir_nodes'], 'IR node')} · graph {graphs}"
-                if graphs
-                else _plural(row["ir_nodes"], "IR node")
+                f"{nodes} · graph {graphs}" if len(row["graphs"]) == 1 else nodes
             )
     for f in x["fallbacks"]:
         if f["path"] == relpath:
             labels.setdefault(f["line"], []).append(f"CPU fallback {f['op']}")
-    for f in x["forced"]:
+    for f in _forced(x):
         if f["path"] == relpath:
-            labels.setdefault(f["line"], []).append(f"forced execution ({f['op']})")
+            labels.setdefault(f["line"], []).append("forced execution")
+    for f in x["forced"]:
+        if f["path"] == relpath and not f["executions"]:
+            labels.setdefault(f["line"], []).append("host read")
+    for sync in x.get("syncs") or []:
+        if sync["path"] == relpath:
+            labels.setdefault(sync["line"], []).append(f"sync ({_n(sync['count'])}x)")
     for r in x["recompiles"]:
         if r["path"] == relpath and r["phase"] == "measured":
             every = " every step" if x["recompiles_every_step"] else ""
@@ -103,12 +123,31 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                     position=types.Position(now, utf16_length(text_lines[now])),
                     label="  " + label,
                     padding_left=True,
-                    tooltip=f"{placement.result.qualname} on XLA: IR nodes of the step's last "
-                    "graph made on this line, the graph(s) of the step its ops ended in, from "
-                    f"run {placement.result.run_id}",
+                    tooltip=_tooltip(x, doc.relpath, line, placement.result),
                 )
             )
     return found
+
+
+def _tooltip(x: dict, relpath: str, line: int, result: Result) -> str:
+    """The hint's whole story: its figures in words, what each part means."""
+    said = [f"{result.qualname} on XLA, run {result.run_id}:"]
+    row = next((r for r in x["lines"] if (r["path"], r["line"]) == (relpath, line)), None)
+    if row is not None:
+        said.append(
+            f"{_plural(row['ir_nodes'], 'IR node')} of the step's graphs made here "
+            f"({_n(row.get('backward_ir_nodes') or 0)} by the backward of this line's forward "
+            f"ops), {_plural(row['ops'], 'op')} ({_n(row.get('backward_ops') or 0)} backward); "
+            f"graph(s) of the step its ops ended in: {', '.join(map(str, row['graphs']))}"
+        )
+    for f in x["forced"]:
+        if (f["path"], f["line"]) == (relpath, line):
+            said.append(
+                f"{f['op']}: {f['why']}; "
+                + (f"executes the pending graph {_n(f['executions'])}x a step" if f["executions"]
+                   else "the value was on the device already: a transfer, no graph cut")
+            )  # fmt: skip
+    return "\n".join(said)
 
 
 def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
@@ -125,7 +164,7 @@ def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnos
             messages.append((f["line"], f"CPU fallback: {f['op']} has no XLA lowering and runs "
                              f"on the host, {f['count']}x per step (its inputs are copied off "
                              "the device and the graph is cut)", "xla-fallback"))  # fmt: skip
-        for f in x["forced"]:
+        for f in _forced(x):
             messages.append((f["line"], f"forced execution: {f['why']} executes the pending "
                              f"graph here ({f['executions']}x per step): the step runs as more "
                              "than one graph", "xla-forced-execution"))  # fmt: skip
@@ -163,13 +202,27 @@ def hover_lines(result: Result) -> list[str]:
     if x is None:
         return []
     step = x["per_step"]
-    return [
+    out = [
         "",
         "",
         f"**XLA** (PJRT {markdown.text(x.get('pjrt_device') or '?')}): "
         + markdown.text(x["message"]),
         "",
-        f"per step: {_n(step['graphs'])} graphs · {_n(step['compiles'])} compilations · "
-        f"{_n(step['cache_hits'])} cache hits · execute {format.duration(step['execute_us'])} · "
-        f"{_n(step['host_reads'])} host reads · {_n(step['fallback_ops'])} CPU fallback ops",
+        # Compilations as a total over the window, as the verdict says them (a median of 0
+        # beside "6 compilations in the measured window" read as a contradiction).
+        f"per step (medians of {x['window_steps']} measured steps): {_n(step['graphs'])} graphs"
+        f" · {_n(step['cache_hits'])} cache hits · execute {format.duration(step['execute_us'])}"
+        f" · {_n(step['host_reads'])} host reads · {_n(step['fallback_ops'])} CPU fallback ops; "
+        f"{_plural(x['compiles_in_window'], 'compilation')} in the whole measured window",
     ]
+    modules = sorted((m for m in x.get("modules") or [] if m["ir_nodes"]),
+                     key=lambda m: -m["ir_nodes"])[:3]  # fmt: skip
+    if modules:
+        out += ["", "IR nodes by module (own, backward included): " + ", ".join(
+            f"`{m['name']}` {_n(m['ir_nodes'])}" for m in modules)]  # fmt: skip
+    library = (x.get("library_lines") or [])[:3]
+    if library:
+        out += ["", "by library line: " + ", ".join(
+            f"{markdown.text(r['path'].rsplit('/', 1)[-1])}:{r['line']} {_n(r['ir_nodes'])}"
+            for r in library)]  # fmt: skip
+    return out

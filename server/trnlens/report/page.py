@@ -242,6 +242,13 @@ def _lines_section(view: RunView, prefix: str) -> str:
     total = sum(e.get("device_us") or 0.0 for e in lines.values()) or 0.0
     label = Result(r).device_label if "time_basis" in r else "device"
     head = f"<h2>{E(prefix)}Per line</h2>"
+    if r.get("backend") == "xla" and not lines:
+        return (
+            f'<section class="lines-section">{head}<p class="muted">on XLA the per-line '
+            "figures are IR nodes and ops, in the XLA section above: a line has no time of its "
+            "own in a compiled graph, and the line-timing pass would change the graph and "
+            "recompile it</p></section>"
+        )
     if not view.source:
         why = view.source_note or "no source"
         rows = "".join(
@@ -358,7 +365,7 @@ def _facts_section(view: RunView, comparison: bool) -> str:
         ("target", f"{r.get('target')} ({r.get('host')})"),
         ("backend", r.get("backend")),
         ("device", r.get("device")),
-        ("time basis", _basis(r.get("time_basis"))),
+        ("time basis", _basis(r.get("time_basis"), r.get("backend"))),
         ("mode", r.get("mode")),
         ("steps", f"{r.get('warmup')} warm-up, {r.get('steps')} profiled"),
         ("inputs", f"{inputs.get('source', '')}: {shapes}" if inputs else "–"),
@@ -385,7 +392,12 @@ def _facts_section(view: RunView, comparison: bool) -> str:
     )
 
 
-def _basis(basis) -> str:
+def _basis(basis, backend=None) -> str:
+    if backend == "xla":
+        return (
+            "host (xla: the host traces the lazy ops, then each step's sync compiles and "
+            "executes the graph; the XLA section has the execute time)"
+        )
     if basis == "cpu":
         return "CPU (the cpu backend runs ops on the host; no accelerator time is claimed)"
     return f"{basis} (the accelerator's own time)" if basis else "–"

@@ -156,7 +156,10 @@ def build(trace: StepTrace, result: dict, label: str) -> Timeline:
             )
     if not by_lane["runtime"]:
         timeline.empty["runtime"] = (
-            "none: the cpu backend runs ops on the host"
+            "none: on xla the host traces lazy ops and runs each graph at the step's sync "
+            "(the XLA section has its compile and execute time)"
+            if result.get("backend") == "xla"
+            else "none: the cpu backend runs ops on the host"
             if result.get("time_basis") == "cpu"
             else "the trace has no runtime events"
         )
@@ -229,7 +232,12 @@ def _sites(roots: list[TraceEvent], result: dict) -> tuple[list, str | None]:
     lines = result.get("lines") or []
     if not lines:
         where = (fn.get("path"), fn.get("line")) if fn.get("path") and fn.get("line") else None
-        why = "compiled code is not line-attributed: dispatches count on the function"
+        why = (
+            "xla: lines are IR nodes in the XLA section, not times; dispatches count on the "
+            "function"
+            if result.get("backend") == "xla"
+            else "compiled code is not line-attributed: dispatches count on the function"
+        )
         return [where] * len(roots), why if where and roots else None
     remaining: dict[str, list[list]] = defaultdict(list)
     for entry in sorted(lines, key=lambda e: (e.get("path", ""), e.get("line", 0))):

@@ -57,11 +57,87 @@ def section(result: dict, prefix: str = "") -> str:
         items.append(f"<li>CPU fallback {E(f['op'])} {f['count']}x per step at "
                      f"{E(f['path'] or '?')}:{E(f['line'] or '?')}</li>")  # fmt: skip
     for f in x["forced"]:
-        items.append(f"<li>forced execution ({E(f['why'])}) at "
+        what = "forced execution" if f["executions"] else "host read (no graph cut)"
+        items.append(f"<li>{what} ({E(f['why'])}) at "
                      f"{E(f['path'] or '?')}:{E(f['line'] or '?')}</li>")  # fmt: skip
+    for sync in x.get("syncs") or []:
+        items.append(f"<li>the step syncs itself {sync['count']}x at "
+                     f"{E(sync['path'] or '?')}:{E(sync['line'] or '?')}</li>")  # fmt: skip
     return (
         f'<section class="xla"><h2>{E(prefix)}XLA: {E(x["message"])}</h2>'
         f'<p class="muted">per step, medians over {x["window_steps"]} measured steps; torch-xla '
         "gives totals per step, so these are bars, not a timeline</p>"
-        f"{svg}" + (f"<ul>{''.join(items)}</ul>" if items else "") + "</section>"
+        f"{svg}"
+        + (f"<ul>{''.join(items)}</ul>" if items else "")
+        + _lines_table(x)
+        + _modules_table(x)
+        + _library_table(x)
+        + "</section>"
+    )
+
+
+def _both(row: dict, key: str) -> str:
+    """'12 (5 backward)': a figure with the backward part it includes."""
+    back = row.get(f"backward_{key}") or 0
+    return f"{row.get(key) or 0:g}" + (f" ({back:g} backward)" if back else "")
+
+
+def _lines_table(x: dict) -> str:
+    rows = "".join(
+        f'<tr class="src measured" data-path="{A(r["path"])}" data-line="{A(r["line"])}" '
+        f'tabindex="0"><td>{E(r["path"])}:{E(r["line"])}</td>'
+        f'<td class="num">{E(_both(r, "ir_nodes"))}</td><td class="num">{E(_both(r, "ops"))}</td>'
+        f"<td>{E(', '.join(str(g) for g in r['graphs']))}</td></tr>"
+        for r in x.get("lines") or []
+    )
+    if not rows:
+        return ""
+    return (
+        '<h3>Per line: IR nodes and ops</h3><p class="muted">on XLA a line costs IR nodes of the '
+        "step's graph, not time of its own (the line-timing pass would change the graph and "
+        "recompile it); backward counts on the line of the forward op that made it</p>"
+        '<div class="wide"><table class="lines"><thead><tr><th>line</th><th>IR nodes</th>'
+        f"<th>ops</th><th>graph</th></tr></thead><tbody>{rows}</tbody></table></div>"
+    )
+
+
+def _modules_table(x: dict) -> str:
+    modules = x.get("modules") or []
+    if not modules:
+        return ""
+    depth: dict[str, int] = {}
+    rows = []
+    for m in modules:
+        depth[m["name"]] = depth.get(m["parent"], -1) + 1 if m["parent"] else 0
+        indent = "\u00a0\u00a0" * depth[m["name"]]
+        rows.append(
+            f'<tr><td>{E(indent + m["name"])} <span class="muted">{E(m["type"])}</span></td>'
+            f'<td class="num">{m["total_ir_nodes"]:g}</td>'
+            f'<td class="num">{E(_both(m, "ir_nodes"))}</td>'
+            f'<td class="num">{E(_both(m, "ops"))}</td></tr>'
+        )
+    return (
+        "<h3>Modules: IR nodes, forward and backward</h3>"
+        '<div class="wide"><table class="modules"><thead><tr><th>module</th><th>IR nodes (all)'
+        f"</th><th>own IR nodes</th><th>own ops</th></tr></thead><tbody>{''.join(rows)}"
+        "</tbody></table></div>"
+    )
+
+
+def _library_table(x: dict) -> str:
+    rows = "".join(
+        f'<tr data-path="{A(r["path"])}" data-line="{A(r["line"])}" tabindex="0">'
+        f"<td>{E(r['library'].get('name') or '')}</td>"
+        f'<td title="{A(r["path"])}">{E(r["path"].rsplit("/", 1)[-1])}:{E(r["line"])} '
+        f"{E(r['function'])}</td>"
+        f'<td class="num">{E(_both(r, "ir_nodes"))}</td><td class="num">{E(_both(r, "ops"))}</td>'
+        "</tr>"
+        for r in (x.get("library_lines") or [])[:15]
+    )
+    if not rows:
+        return ""
+    return (
+        "<h3>Library lines: where the IR nodes were made</h3>"
+        '<div class="wide"><table class="library"><thead><tr><th>library</th><th>line</th>'
+        f"<th>IR nodes</th><th>ops</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )

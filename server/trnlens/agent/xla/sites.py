@@ -185,7 +185,7 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
             counted = metrics.counter(name) - before_count
             if counted and name != HOST_READ_OP:
                 fallbacks[(name, k)] += counted
-            if executed or name == HOST_READ_OP:
+            if executed or (name == HOST_READ_OP and _on_xla(args, torch)):  # not a host scalar
                 forced[(name, k)] = forced.get((name, k), 0) + max(executed, 1 if counted else 0)
             _keep_weakly(out, made, torch)
             return out
@@ -245,6 +245,12 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
         found.forced.append({"op": op, "executions": count, "why": WHY.get(op, "the op needs a "
                              "value"), **_at(found.places[k], kinds)})  # fmt: skip
     return found
+
+
+def _on_xla(args, torch) -> bool:
+    """Whether an op read an XLA tensor (an optimizer's step count lives on the host: reading
+    it is no read of the device)."""
+    return any(isinstance(a, torch.Tensor) and a.device.type == "xla" for a in args)
 
 
 def _keep_weakly(out: Any, made: list, torch) -> None:
