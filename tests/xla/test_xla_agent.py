@@ -17,7 +17,7 @@ from trnlens.results import schema
 from tests.xla.conftest import REPO, STANDIN, xla_env
 
 FIXTURE = Path(__file__).parent / "fixtures" / "steps.py"
-FUNCTIONS = ("steady", "growing", "fallback", "host_read", "broken")
+FUNCTIONS = ("steady", "growing", "fallback", "host_read", "broken", "sliced")
 
 
 def run_agent(python: Path, root: Path, requests: list[dict], **env: str) -> dict[str, dict]:
@@ -83,6 +83,20 @@ def test_a_length_that_changes_every_call_recompiles_every_step_at_its_line(resu
     warmup = [r for r in x["recompiles"] if r["phase"] == "warmup"]
     assert warmup and warmup[0]["line"] == 21  # the second warm-up call recompiled too
     assert "RECOMPILES EVERY STEP" in x["message"] and "steps.py:21" in x["message"]
+
+
+def test_a_sliced_length_recompiles_at_the_slice_with_its_shapes_and_advice(results):
+    """A view's IR node can be made at its first use, the line after ``x = x[:, :length]``
+    (issue 40; origin.py, tests/agent/xla/test_origin.py): the cause is the slice's line."""
+    x = xla_of(results, "sliced")
+    text = FIXTURE.read_text().splitlines()
+    made = next(n for n, line in enumerate(text, 1) if line.strip() == "x = x[:, :length]")
+    measured = [r for r in x["recompiles"] if r["phase"] == "measured"]
+    assert measured and measured[0]["line"] == made, measured
+    if "used_at" in measured[0]:  # the view's node was made at its use (origin.py found it)
+        assert measured[0]["used_at"] == made + 1
+    assert len(measured[0]["shapes"]) >= 2  # a new length every call
+    assert "pad the varying length to a few bucket sizes" in measured[0]["advice"]
 
 
 def test_nonzero_is_a_cpu_fallback_at_its_line(results):

@@ -34,6 +34,8 @@ def test_cli_says_the_step_recompiles_every_step_at_its_line(xla_python, tmp_pat
     assert "steps.py:21" in out and "Recompilations" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("measured"))
     assert "shape" in row and "steps.py:21" in row
+    assert "distinct shapes at steps.py:21: f32[4," in out  # the lengths it saw
+    assert "what to do: each new length compiles a new graph: pad the varying length" in out
     stored = next((tmp_path / ".trnlens" / "artifacts").iterdir()) / "result.json"
     result = json.loads(stored.read_text())
     jsonschema.validate(result, schema())

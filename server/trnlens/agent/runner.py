@@ -354,7 +354,9 @@ class Runner:
         if backend.name == "xla":  # every call synchronised and counted (agent/xla/)
             from .xla.recorder import Recorder
 
-            recorder = Recorder(torch, backend, settings.warmup, project)
+            made = v.made
+            recorder = Recorder(torch, backend, settings.warmup, project,
+                                [made.instance, made.args, made.kwargs])  # fmt: skip
             measured_step = recorder.wrap(measured_step)
             if settings.lines:
                 # The lines pass's mode keeps intermediate tensors alive, which become graph
@@ -406,9 +408,8 @@ class Runner:
                 result["compile"] = found
         if recorder is not None:
             self.progress("measuring", "XLA: fallbacks and forced executions, line by line")
-            made = v.made
             result["xla"] = xla_section(recorder, step, project, context, v.reachable,
-                                        [made.instance, made.args, made.kwargs])  # fmt: skip
+                                        recorder.roots)  # fmt: skip
             # library findings read these files, as they do the CPU attribution's (rules)
             result.setdefault("library_files", result["xla"].pop("library_files", []))
         self._record(v, m, project)

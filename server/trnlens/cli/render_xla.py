@@ -52,6 +52,15 @@ def xla_lines(data: dict, table: Table, size: Callable[[float | None], str]) -> 
         ]
         out.append("Recompilations (what changed between the graphs, at the line that made it)")
         out.extend(table(["Phase", "Count", "Cause", "Line", "What changed"], rows, {1}))
+        for r in x["recompiles"]:
+            if r["phase"] != "measured":
+                continue
+            if len(r.get("shapes") or []) > 1:
+                more = "+" if len(r["shapes"]) >= 8 else ""
+                listed = ", ".join(r["shapes"][:4]) + (" ..." if len(r["shapes"]) > 4 else "")
+                out.append(f"  {len(r['shapes'])}{more} distinct shapes at {_at(r)}: {listed}")
+            if r.get("advice"):
+                out.append(f"  what to do: {r['advice']}")
     if x["fallbacks"]:
         rows = [[f["op"], _n(f["count"]), _at(f)] for f in x["fallbacks"]]
         out.append("CPU fallbacks (ops with no XLA lowering, run on the host, per step)")

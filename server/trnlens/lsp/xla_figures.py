@@ -172,9 +172,10 @@ def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnos
             if r["phase"] != "measured":
                 continue
             every = "every step" if x["recompiles_every_step"] else f"{r['count']}x"
+            advice = f"; {r['advice']}" if r.get("advice") else ""
             messages.append((r["line"], f"recompiles {every} in the measured window: "
                              f"{r['detail']} (compile {format.duration(r.get('compile_us') or 0)} "
-                             "in all)", "xla-recompile"))  # fmt: skip
+                             f"in all){advice}", "xla-recompile"))  # fmt: skip
         for line, message, code in messages:
             if not line or (
                 code == "xla-recompile"

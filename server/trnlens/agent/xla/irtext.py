@@ -110,7 +110,8 @@ def cause(before: list[Node], after: list[Node], sources: Sources) -> dict:
         else:
             kind = "graph"
             detail = f"a different op: {old.op} {old.shape} -> {new.op} {new.shape}"
-        return _where({"kind": kind, "detail": detail}, site, new)
+        return _where({"kind": kind, "detail": detail, "op": new.op, "shape": new.shape}, site,
+                      new)  # fmt: skip
     if len(before) != len(after):
         longer = after if len(after) > len(before) else before
         node = longer[min(len(before), len(after))]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors
-from . import irtext
+from . import irtext, pending
 from .metrics import Metrics, Snapshot
 
 PHASES = ("first_call", "warmup", "measured")
@@ -36,7 +36,7 @@ class Call:
 
 
 class Recorder:
-    def __init__(self, torch, backend, warmup: int, project):
+    def __init__(self, torch, backend, warmup: int, project, roots=()):
         met = importlib.import_module("torch_xla.debug.metrics")  # untyped, imported lazily
         self.torch = torch
         self.project = project
@@ -46,6 +46,8 @@ class Recorder:
         self.warmup = max(warmup, 1)
         self.calls: list[Call] = []
         self.overhead_s = 0.0  # snapshots and IR reads: trnlens's cost, not the step's
+        # the step's inputs: a training step's graph is also its parameters' and optimizer's
+        self.roots = list(roots)
 
     def wrap(self, step: Callable[[], Any]) -> Callable[[], Any]:
         def recorded():
@@ -86,7 +88,7 @@ class Recorder:
             raise failure from None
 
     def ir_text(self, out: Any) -> str:
-        xla = [t for t in _tensors(out, self.torch) if t.device.type == "xla"]
+        xla = pending.tensors(out, [], self.roots, self.torch)
         return self._text(xla) if xla else ""
 
 
@@ -94,13 +96,3 @@ def _phase(index: int, warmup: int) -> str:
     if index == 0:
         return "first_call"
     return "warmup" if index < warmup else "measured"
-
-
-def _tensors(value: Any, torch) -> list:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item, torch)]
-    return []

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import attribution
-from . import irtext
+from . import irtext, pending
 from .metrics import HOST_READ_OP
 
 WHY = {
@@ -216,7 +216,7 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
         if threading.get_ident() == main:
             _, proj = kinds.walk(sys._getframe(1))
             syncs[proj[:2] if proj else None] += 1
-            count_ir(_pending(None, made, roots, torch))
+            count_ir(pending.tensors(None, made, roots, torch))
         kwargs["wait"] = True
         return marker(*args, **kwargs)
 
@@ -227,9 +227,9 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
             with tracker, Mode():
                 out = step()  # the step itself, unrecorded: this call is not a measured one
             xlac._xla_step_marker = marker
-            pending = _pending(out, made, roots, torch)
-            count_ir(pending)
-            del pending
+            left = pending.tensors(out, made, roots, torch)
+            count_ir(left)
+            del left
         finally:
             xlac._xla_step_marker = marker
             recorder.backend.sync()
@@ -260,47 +260,6 @@ def _keep_weakly(out: Any, made: list, torch) -> None:
     elif isinstance(out, (list, tuple)):
         for item in out:
             _keep_weakly(item, made, torch)
-
-
-def _pending(out: Any, made: list, roots, torch) -> list:
-    """The XLA tensors the step leaves for its sync: what it returned, what its ops made and
-    something still holds, and the tensors of its inputs (parameters, their gradients, the
-    optimizer's state), each once."""
-    seen: dict[int, Any] = {}
-
-    def add(value: Any, depth: int = 0) -> None:
-        if depth > 4 or value is None:
-            return
-        if isinstance(value, torch.Tensor):
-            if value.device.type == "xla":
-                seen.setdefault(id(value), value)
-                if value.is_leaf and value.grad is not None:
-                    add(value.grad, depth + 1)
-        elif isinstance(value, torch.nn.Module):
-            for tensor in [*value.parameters(), *value.buffers()]:
-                add(tensor, depth + 1)
-        elif isinstance(value, torch.optim.Optimizer):
-            for state in value.state.values():
-                add(state, depth + 1)
-        elif isinstance(value, dict):
-            for item in value.values():
-                add(item, depth + 1)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                add(item, depth + 1)
-
-    add(out)
-    for ref in made:
-        tensor = ref()
-        if tensor is not None:
-            try:
-                tensor._fix_weakref()  # a tensor taken out of a weak reference must be told so
-                add(tensor)
-            except RuntimeError:  # freed meanwhile on the C++ side: nothing pending there
-                continue
-    for root in roots:
-        add(root)
-    return list(seen.values())
 
 
 def _at(place: Place, kinds) -> dict:

@@ -9,11 +9,13 @@ in warm-up or (the classic slowdown) in the window, and is said loudly.
 
 from __future__ import annotations
 
+import os
 import statistics
 from typing import Any
 
 from .. import attribution, errors
 from . import irtext, tables
+from .origin import VIEW_OPS, view_origin
 from .recorder import Call
 from .sites import Sites
 from .sites import attribute as sites_step
@@ -36,7 +38,14 @@ def xla_section(recorder, step, project, context, named_modules=(), roots=()) ->
             f"trnlens's dispatch mode raised {type(exc).__name__}: {str(exc)[:200]}"
         )
     sources = irtext.Sources(project.is_project_file, project.relpath)
-    out = section(recorder, found, sources, recorder.backend, kinds)
+
+    def read(relpath: str) -> str | None:
+        try:
+            return project.read(os.path.join(project.root, relpath))
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    out = section(recorder, found, sources, recorder.backend, kinds, read)
     if found is None:
         out["skipped"].append(skipped)
         out["message"] = verdict(out)
@@ -44,7 +53,7 @@ def xla_section(recorder, step, project, context, named_modules=(), roots=()) ->
 
 
 def section(recorder, sites: Sites | None, sources: irtext.Sources, backend,
-            kinds=None) -> dict[str, Any]:  # fmt: skip
+            kinds=None, read=None) -> dict[str, Any]:  # fmt: skip
     calls: list[Call] = recorder.calls
     window = [c for c in calls if c.phase == "measured"]
     warm = [c for c in calls if c.phase != "measured"]
@@ -63,7 +72,7 @@ def section(recorder, sites: Sites | None, sources: irtext.Sources, backend,
         "host_reads": median([c.delta.host_reads for c in window]),
         "fallback_ops": median([sum(c.delta.fallbacks.values()) for c in window]),
     }
-    recompiles = _recompiles(calls, sources)
+    recompiles = _recompiles(calls, sources, read or (lambda relpath: None))
     in_window = sum(c.delta.compiles for c in window)
     every = bool(window) and all(c.delta.compiles for c in window)
     out: dict[str, Any] = {
@@ -110,8 +119,10 @@ def _transfer(window: list[Call], kind: str) -> dict:
     }
 
 
-def _recompiles(calls: list[Call], sources: irtext.Sources) -> list[dict]:
-    """Every call after the first that compiled, grouped by phase and cause."""
+def _recompiles(calls: list[Call], sources: irtext.Sources, read) -> list[dict]:
+    """Every call after the first that compiled, grouped by phase and cause, with the shapes
+    it saw and what to do about it. A view's changed shape is put on the line that made the
+    view (origin.py), ``read(relpath)`` giving the source."""
     groups: dict[tuple, dict] = {}
     for k, call in enumerate(calls):
         if k == 0 or not call.delta.compiles:
@@ -125,15 +136,51 @@ def _recompiles(calls: list[Call], sources: irtext.Sources) -> list[dict]:
         else:
             found = {"kind": "unknown", "detail": "the graphs' IR was not read", "path": None,
                      "line": None, "location": None}  # fmt: skip
+        shape = found.pop("shape", None)
+        if found.pop("op", None) in VIEW_OPS and found["path"] and found["line"]:
+            text = read(found["path"])
+            made = view_origin(text, found["line"]) if text else None
+            if made is not None:
+                found["used_at"] = found["line"]
+                found["line"] = made[0]
+                found["detail"] += f" (the view made at line {made[0]}: `{made[1][:60]}`)"
         phase = "measured" if call.phase == "measured" else "warmup"
         key = (phase, found["kind"], found["path"], found["line"], found["location"])
         group = groups.get(key)
         if group is None:
-            group = groups[key] = {"phase": phase, **found, "count": 0, "calls": []}
+            group = groups[key] = {"phase": phase, **found, "count": 0, "calls": [], "shapes": []}
+            group["advice"] = _advice(found["kind"], phase)
+        if shape and shape not in group["shapes"] and len(group["shapes"]) < 8:
+            group["shapes"].append(shape)
         group["count"] += call.delta.compiles
         group["calls"].append(call.index)
         group["compile_us"] = group.get("compile_us", 0.0) + call.delta.compile_ns / 1e3
     return list(groups.values())
+
+
+def _advice(kind: str, phase: str) -> str:
+    """What to do about a recompilation of this kind, on XLA (each compilation is minutes on
+    Neuron)."""
+    if kind in ("shape", "input"):
+        return (
+            "each new length compiles a new graph: pad the varying length to a few bucket sizes "
+            "(the next multiple of 64, or the model's max length) so every bucket compiles once"
+        )
+    if kind == "constant":
+        return (
+            "a Python number baked into the graph changes: keep it on the device as a tensor "
+            "(torch.tensor(value, device=...)) so the graph stays the same"
+        )
+    if kind == "graph" and phase == "warmup":
+        return (
+            "the graph changed after the first step (an optimizer's state appears at its first "
+            "step): a one-off, paid again on every cold start; torch-xla's persistent "
+            "compilation cache keeps both graphs across runs"
+        )
+    return (
+        "the step's graph differs from call to call: a branch on a Python value, or a loop "
+        "whose count changes"
+    )
 
 
 def verdict(x: dict) -> str:
