@@ -118,9 +118,10 @@ def test_item_in_the_step_is_a_forced_execution_at_its_line(results):
             "path": "steps.py",
             "line": 35,
             "why": forced[0]["why"],
+            "advice": forced[0]["advice"],
         }  # fmt: skip
     ]
-    assert ".item()" in forced[0]["why"]
+    assert ".item()" in forced[0]["why"] and "xm.add_step_closure" in forced[0]["advice"]
     assert x["per_step"]["host_reads"] == 1 and x["per_step"]["graphs"] == 2
     assert x["fallbacks"] == []  # a host read is not a missing lowering
     lines = {line["line"]: line["graphs"] for line in x["lines"]}

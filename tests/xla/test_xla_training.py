@@ -17,7 +17,14 @@ from trnlens.results import schema
 from tests.xla.test_xla_agent import run_agent
 
 FIXTURE = Path(__file__).parent / "fixtures" / "training.py"
-STEPS = ("sgd_step", "clipped_step", "accumulated_step", "logging_step", "llama_finetune")
+STEPS = (
+    "sgd_step",
+    "clipped_step",
+    "accumulated_step",
+    "logging_step",
+    "llama_finetune",
+    "accumulated_one_graph",
+)
 
 
 def line_of(text: str, needle: str) -> int:
@@ -116,6 +123,23 @@ def test_a_loss_logged_every_step_is_a_forced_execution_at_its_line(results):
     assert [f["op"] for f in forced] == ["aten::_local_scalar_dense"]
     assert forced[0]["executions"] == 1 and x["per_step"]["graphs"] == 2
     assert f"forced executions at training.py:{logged}" in x["message"]
+    assert "xm.add_step_closure" in forced[0]["advice"]
+
+
+def test_accumulation_without_a_sync_is_one_graph_said_at_the_backward_line(results):
+    _, x = xla_of(results, "accumulated_one_graph")
+    assert x["backward_passes"] == 4 and x["per_step"]["graphs"] == 1 and x["syncs"] == []
+    start = line_of(TEXT, "def accumulated_one_graph")
+    backward = start + 3  # its loss.backward()
+    assert TEXT.splitlines()[backward - 1].strip() == "loss.backward()"
+    assert [(f["kind"], f["line"]) for f in x["findings"]] == [
+        ("accumulation-in-one-graph", backward)
+    ]
+    assert "4 backward passes (micro-batches) in one graph" in x["findings"][0]["message"]
+    assert "xm.mark_step()" in x["findings"][0]["advice"]
+    # with a mark_step per micro-batch: no such finding
+    _, synced = xla_of(results, "accumulated_step")
+    assert synced["findings"] == [] and synced["backward_passes"] == 4
 
 
 def test_a_transformers_llama_fine_tuning_step_has_backward_on_its_modules(results):

@@ -72,6 +72,12 @@ def xla_lines(data: dict, table: Table, size: Callable[[float | None], str]) -> 
             "value already on the device is a transfer, per step)"
         )
         out.extend(table(["Line", "Op", "Executions", "Why"], rows, {2}))
+    advice = {f["advice"] for f in x["forced"] if f.get("advice")}
+    for said in sorted(advice):
+        out.append(f"  what to do: {said}")
+    for finding in x.get("findings") or []:
+        out.append(f"{_at(finding)}: {finding['message']}")
+        out.append(f"  what to do: {finding['advice']}")
     if x.get("syncs"):
         rows = [[_at(s), _n(s["count"])] for s in x["syncs"]]
         out.append("Syncs the step makes itself (each one ends a graph)")

@@ -92,6 +92,9 @@ def _labels(x: dict, relpath: str) -> dict[int, list[str]]:
     for f in x["forced"]:
         if f["path"] == relpath and not f["executions"]:
             labels.setdefault(f["line"], []).append("host read")
+    for finding in x.get("findings") or []:
+        if finding["path"] == relpath and finding["kind"] == "accumulation-in-one-graph":
+            labels.setdefault(finding["line"], []).append("micro-batches in one graph")
     for sync in x.get("syncs") or []:
         if sync["path"] == relpath:
             labels.setdefault(sync["line"], []).append(f"sync ({_n(sync['count'])}x)")
@@ -165,9 +168,14 @@ def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnos
                              f"on the host, {f['count']}x per step (its inputs are copied off "
                              "the device and the graph is cut)", "xla-fallback"))  # fmt: skip
         for f in _forced(x):
+            advice = f"; {f['advice']}" if f.get("advice") else ""
             messages.append((f["line"], f"forced execution: {f['why']} executes the pending "
                              f"graph here ({f['executions']}x per step): the step runs as more "
-                             "than one graph", "xla-forced-execution"))  # fmt: skip
+                             f"than one graph{advice}", "xla-forced-execution"))  # fmt: skip
+        for finding in x.get("findings") or []:
+            if finding["path"] == doc.relpath:
+                messages.append((finding["line"], f"{finding['message']}; {finding['advice']}",
+                                 f"xla-{finding['kind']}"))  # fmt: skip
         for r in x["recompiles"]:
             if r["phase"] != "measured":
                 continue

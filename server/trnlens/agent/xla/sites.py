@@ -53,6 +53,19 @@ WHY = {
     "aten::_to_copy": "a copy to the host (.cpu(), .tolist(), .numpy(), print(tensor))",
 }
 
+# What to do about each, on XLA (a graph cut is a second graph per step; a compile is minutes on
+# Neuron).
+ADVICE = {
+    HOST_READ_OP: "read it less often (every N steps), or in xm.add_step_closure(...), which "
+    "runs after the step's graph has executed: no graph cut",
+    "aten::_to_copy": "copy it to the host after the step's sync, or in "
+    "xm.add_step_closure(...): no graph cut",
+    "aten::nonzero": "keep a fixed shape: a mask multiplied in, or torch.where(cond, a, b)",
+    "aten::masked_select": "keep a fixed shape: torch.where(mask, x, 0) and a sum",
+    "aten::index": "keep a fixed shape: torch.where(mask, x, 0) instead of x[mask]",
+}
+OTHER_ADVICE = "move the read after the step's sync, or keep the value on the device"
+
 # The places' own functions: one per place index, process-wide (their code is the same; only
 # the file name, which torch-xla writes into each IR node's location, tells them apart).
 _SITE_CODE = "def site(op, args, kwargs):\n    return op(*args, **kwargs)\n"
@@ -101,6 +114,7 @@ class Sites:
     module_calls: Counter = field(default_factory=Counter)  # module key -> calls in the step
     skipped: list[str] = field(default_factory=list)  # what this step could not read, and why
     syncs: list[dict] = field(default_factory=list)  # path, line, count: the step's own syncs
+    backward_passes: list[dict] = field(default_factory=list)  # path, line of each backward()
 
 
 class _Places:
@@ -140,7 +154,7 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
     main = threading.get_ident()
     peek = getattr(torch._C._autograd, "_get_sequence_nr", None)
     current_node = getattr(torch._C, "_current_autograd_node", None)
-    start = {"executions": 0}
+    start = {"executions": 0, "after_sync": 0}
     waiting_site: dict[int, int] = {}  # place of the backward() call, per node-less backward
 
     def forward_place(frame) -> int:
@@ -148,7 +162,14 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
         module = tracker.current() if threading.get_ident() == main else None
         return places.of((innermost, proj, module, False))
 
+    task_id = getattr(torch._C, "_current_graph_task_id", None)
+    passes: dict[int, tuple | None] = {}  # backward pass (graph task) -> its backward() line
+
     def backward_place(node) -> int:
+        task = task_id() if task_id is not None else -1
+        if task not in passes:  # a new backward(): the line that called it, from its frames
+            frame = sys._current_frames().get(main)
+            passes[task] = kinds.walk(frame)[1] if frame is not None else None
         seq = node._sequence_nr()
         creator = creators.get(seq)
         if creator is not None:
@@ -179,10 +200,13 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
             before_exec = metrics.executions()
             out = site_function(k)(func._op, args, kwargs or {})
             executed = metrics.executions() - before_exec
+            counted = metrics.counter(name) - before_count
+            if executed and start["after_sync"] and not counted and name not in WHY:
+                executed = 0  # the step's own sync's execution, counted late: not this op's
+            start["after_sync"] = 0
             tally = found.tallies[k]
             tally.ops += 1
             tally.graphs.add(before_exec - start["executions"] + 1)
-            counted = metrics.counter(name) - before_count
             if counted and name != HOST_READ_OP:
                 fallbacks[(name, k)] += counted
             if executed or (name == HOST_READ_OP and _on_xla(args, torch)):  # not a host scalar
@@ -218,7 +242,10 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
             syncs[proj[:2] if proj else None] += 1
             count_ir(pending.tensors(None, made, roots, torch))
         kwargs["wait"] = True
-        return marker(*args, **kwargs)
+        done = marker(*args, **kwargs)
+        recorder.backend.xm.wait_device_ops()  # the execution's metric lands before the next op
+        start["after_sync"] = 1
+        return done
 
     with context():
         start["executions"] = before = metrics.executions()
@@ -238,12 +265,15 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
     found.modules = tracker.info
     for (op, k), count in sorted(fallbacks.items(), key=lambda kv: -kv[1]):
         found.fallbacks.append({"op": op, "count": count, **_at(found.places[k], kinds)})
+    for proj in passes.values():
+        found.backward_passes.append(_at((None, proj), kinds))
     for proj, count in syncs.items():
         where = {"path": kinds.display(proj[0]), "line": proj[1]} if proj else _at((), kinds)
         found.syncs.append({**where, "count": count})
     for (op, k), count in forced.items():
         found.forced.append({"op": op, "executions": count, "why": WHY.get(op, "the op needs a "
-                             "value"), **_at(found.places[k], kinds)})  # fmt: skip
+                             "value"), "advice": ADVICE.get(op, OTHER_ADVICE),
+                             **_at(found.places[k], kinds)})  # fmt: skip
     return found
 
 

@@ -102,6 +102,8 @@ def section(recorder, sites: Sites | None, sources: irtext.Sources, backend,
         out["library_files"] = tables.library_files(sites, kinds)
         out["step_graphs"] = sites.graphs
         out["syncs"] = sites.syncs
+        out["backward_passes"] = len(sites.backward_passes)
+        out["findings"] = _findings(sites)
         if not sites.ir_read:
             out["skipped"].append("IR nodes: the step left no XLA tensor pending for its sync")
     out["message"] = verdict(out)
@@ -158,6 +160,23 @@ def _recompiles(calls: list[Call], sources: irtext.Sources, read) -> list[dict]:
     return list(groups.values())
 
 
+def _findings(sites: Sites) -> list[dict]:
+    """The trainer's XLA costs the sites step saw that no other part of the section names."""
+    found = []
+    passes = sites.backward_passes
+    if len(passes) >= 2 and not sites.syncs and sites.graphs == 1:
+        where = next((p for p in passes if p["path"]), passes[0])
+        found.append({
+            "kind": "accumulation-in-one-graph", **where,
+            "message": f"{len(passes)} backward passes (micro-batches) in one graph: the graph "
+            "grows with every micro-batch (a longer compilation, more device memory, a new "
+            "graph for each accumulation count)",
+            "advice": "call xm.mark_step() (torch_xla.sync()) after each micro-batch's "
+            "backward: one graph per micro-batch, compiled once and run N times",
+        })  # fmt: skip
+    return found
+
+
 def _advice(kind: str, phase: str) -> str:
     """What to do about a recompilation of this kind, on XLA (each compilation is minutes on
     Neuron)."""
@@ -212,6 +231,8 @@ def verdict(x: dict) -> str:
         parts.append("the step syncs itself at " + ", ".join(
             f"{s['path']}:{s['line']}" + (f" ({s['count']}x)" if s["count"] > 1 else "")
             for s in syncs[:3]))  # fmt: skip
+    for finding in x.get("findings") or []:
+        parts.append(f"{finding['message'].split(':')[0]} at {finding['path']}:{finding['line']}")
     if x.get("skipped"):
         parts.append("not read: " + "; ".join(x["skipped"]))
     return " · ".join(parts)
