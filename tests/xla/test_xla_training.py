@@ -41,6 +41,8 @@ def results(xla_python, tmp_path_factory) -> dict[str, dict]:
          "warmup": 2, "steps": 2, "repeats": 2, "artifacts_dir": str(root / "stage")}
         for name in STEPS
     ]  # fmt: skip
+    # the same step again in the same (warm) agent: its graphs are compiled already
+    requests.append({**requests[0], "id": "sgd_step again"})
     return run_agent(xla_python, root, requests)
 
 
@@ -156,3 +158,13 @@ def test_a_transformers_llama_fine_tuning_step_has_backward_on_its_modules(resul
     assert {r["library"]["name"] for r in llama} == {"transformers"}
     assert any(r["backward_ir_nodes"] > 0 for r in llama)
     assert any(f["path"].endswith("modeling_llama.py") for f in result["library_files"])
+
+
+def test_a_warm_repeat_compiles_nothing_and_says_so(results):
+    _, cold = xla_of(results, "sgd_step")
+    assert cold["first_call"]["compiles"] >= 1
+    assert "the first call compiled nothing" not in cold["message"]
+    _, warm = xla_of(results, "sgd_step again")
+    assert warm["first_call"]["compiles"] == 0 and warm["first_call"]["cache_hits"] >= 1
+    assert warm["warmup_compiles"] == 0 and warm["compiles_in_window"] == 0
+    assert "the first call compiled nothing" in warm["message"]

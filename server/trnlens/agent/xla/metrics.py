@@ -34,6 +34,11 @@ class Snapshot:
     from_device_ns: float = 0.0
     from_device_bytes: float = 0.0
     host_reads: int = 0
+    # torch-xla's persistent compilation cache (runtime.initialize_cache): graphs loaded from
+    # disk instead of compiled; a platform that cannot load them (the CPU device) fails each
+    persistent_hits: int = 0
+    persistent_misses: int = 0
+    persistent_failures: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)  # aten::op -> count
 
     def minus(self, before: Snapshot) -> Snapshot:
@@ -78,6 +83,9 @@ class Metrics:
         s.cached = self.counter("CachedCompile")
         s.to_device, s.to_device_ns = self._metric("TransferToDeviceTime")
         s.from_device, s.from_device_ns = self._metric("TransferFromDeviceTime")
+        s.persistent_hits = self.counter("PersistentCacheHit")
+        s.persistent_misses = self.counter("PersistentCacheMiss")
+        s.persistent_failures = self.counter("PersistentCacheDeserializeFailure")
         s.to_device_bytes = self._metric("OutboundData")[1]
         s.from_device_bytes = self._metric("InboundData")[1]
         for op in self.met.executed_fallback_ops():

@@ -86,7 +86,11 @@ def section(recorder, sites: Sites | None, sources: irtext.Sources, backend,
             "graphs": calls[0].delta.executions if calls else 0,
             "compiles": calls[0].delta.compiles if calls else 0,
             "compile_us": calls[0].delta.compile_ns / 1e3 if calls else 0.0,
+            # graphs found in the process's in-memory cache: an earlier run in the same (warm)
+            # agent compiled them
+            "cache_hits": calls[0].delta.cached if calls else 0,
         },
+        "persistent_cache": _persistent(calls),
         "warmup_compiles": sum(c.delta.compiles for c in warm[1:]),
         "recompiles": recompiles,
         "fallbacks": sites.fallbacks if sites else [],
@@ -108,6 +112,16 @@ def section(recorder, sites: Sites | None, sources: irtext.Sources, backend,
             out["skipped"].append("IR nodes: the step left no XLA tensor pending for its sync")
     out["message"] = verdict(out)
     return out
+
+
+def _persistent(calls: list[Call]) -> dict | None:
+    """The persistent compilation cache's counts over the run, when it was used."""
+    hits = sum(c.delta.persistent_hits for c in calls)
+    misses = sum(c.delta.persistent_misses for c in calls)
+    failures = sum(c.delta.persistent_failures for c in calls)
+    if not (hits or misses or failures):
+        return None
+    return {"hits": hits, "misses": misses, "load_failures": failures}
 
 
 def _transfer(window: list[Call], kind: str) -> dict:
@@ -215,6 +229,11 @@ def verdict(x: dict) -> str:
         parts.append(f"{x['compiles_in_window']} compilation(s) in the measured window")
     else:
         parts.append("no compilation in the measured window")
+    first = x.get("first_call") or {}
+    if first.get("graphs") and not first.get("compiles"):
+        # a warm repeat: what the user waits for on Neuron (minutes a graph) did not happen
+        parts.append("the first call compiled nothing (its graphs were already compiled in "
+                     "this agent)")  # fmt: skip
     if x["fallbacks"]:
         ops = sorted({f["op"] for f in x["fallbacks"]})
         parts.append(f"CPU fallback: {', '.join(ops)}")
