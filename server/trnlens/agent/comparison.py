@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import inputs, rounds, swaps
+from . import heap, inputs, rounds, swaps
 from .measure import Cancelled, Measurement, Measurer
 from .protocol import SCHEMA_VERSION
 from .settling import timing_figures
@@ -87,7 +87,9 @@ def time_in_rounds(
             raise Cancelled()
 
     calls = [(lambda entry=entry: round_call(entry)) for entry in timed]
-    samples = rounds.interleave(calls, repeats, budget_s * len(calls), settle_rounds=2, check=check)
+    with heap.frozen():  # the agent's own objects are not the variants' cost (heap.py)
+        samples = rounds.interleave(calls, repeats, budget_s * len(calls), settle_rounds=2,
+                                    check=check)  # fmt: skip
     for entry, times in zip(timed, samples, strict=True):
         m, measurer = entry.measurement, entry.measurer
         faults = measurer.round_faults[-len(times) :] if times else []

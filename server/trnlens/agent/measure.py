@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import basis, breakdown, linespass, overlap, patterns, stability
+from . import basis, breakdown, heap, linespass, overlap, patterns, stability
 from . import events as ev
 from .collectives import calls as collective_calls
 from .collectives import owners as collective_owners
@@ -470,7 +470,7 @@ class Measurer:
     def _timing(self, step) -> dict:
         samples: list[float] = []
         faults: list[int] = []
-        with self.context():
+        with self.context(), heap.frozen():  # the agent's own objects are not the step's cost
             # The profiler and the lines pass before this one unsettle the allocator: calls
             # until CALM_STEPS in a row take no page fault (at most settle_steps more) do not
             # count.

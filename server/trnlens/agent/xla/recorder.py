@@ -43,6 +43,8 @@ class Recorder:
         self.backend = backend
         self.metrics = Metrics(met)
         self._text = backend.torch_xla._XLAC._get_xla_tensors_text
+        self._set_debug = getattr(backend.torch_xla._XLAC, "_set_ir_debug", None)
+        self._debug = True
         self.warmup = max(warmup, 1)
         self.calls: list[Call] = []
         self.overhead_s = 0.0  # snapshots and IR reads: trnlens's cost, not the step's
@@ -55,12 +57,12 @@ class Recorder:
             index = len(self.calls)
             phase = _phase(index, self.warmup)
             before = self.metrics.snapshot()
+            read = phase != "measured" or bool(self.calls and self.calls[-1].delta.uncached)
+            self.ir_debug(read)
             spent = time.perf_counter() - began
             out = step()
             began = time.perf_counter()
-            ir = None
-            if phase != "measured" or (self.calls and self.calls[-1].delta.uncached):
-                ir = irtext.parse(self.ir_text(out))
+            ir = irtext.parse(self.ir_text(out)) if read else None
             spent += time.perf_counter() - began
             self.sync(out, ir)
             began = time.perf_counter()
@@ -69,6 +71,19 @@ class Recorder:
             return out
 
         return recorded
+
+    def ir_debug(self, on: bool) -> None:
+        """IR nodes carry their Python frame (``XLA_IR_DEBUG``) only in the calls whose IR is
+        read: capturing the frames costs every node a stack walk, 20% of a transformers Llama
+        fine-tuning step on the CPU device (bench/bench_xla.py), and a steady measured window
+        reads no IR. Locations are not part of a graph's hash: no recompilation."""
+        if self._set_debug is not None and self.backend.ir_debug and on != self._debug:
+            self._set_debug(on)
+            self._debug = on
+
+    def finish(self) -> None:
+        """IR debug back on for what reads IR after the measured passes (the sites step)."""
+        self.ir_debug(True)
 
     def sync(self, out: Any, ir: list[irtext.Node] | None) -> None:
         """The step's sync; a graph that fails to compile or execute is the user's code failing,

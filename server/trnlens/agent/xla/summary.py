@@ -27,6 +27,7 @@ def xla_section(recorder, step, project, context, named_modules=(), roots=()) ->
     fails is this tool's limit, not the user's code (the same step ran in every measured pass):
     the graphs, compilations and times stand, and the section says what it skipped."""
     kinds = attribution.FrameKinds(project.is_project_file, project.relpath, recorder.torch)
+    recorder.finish()
     try:
         found: Sites | None = sites_step(step, recorder, project, context, named_modules, roots)
     except errors.AgentError:
