@@ -73,7 +73,8 @@ def test_compare_on_xla_shows_graphs_and_ir_nodes_per_variant(xla_python, tmp_pa
     assert nodes[0] > 0 and nodes[1] > 0  # torch.rms_norm decomposes on XLA: compare them
     assert all(d is not None and d < 1e-4 for d in data["max_abs_diff"])  # outputs compared
     text = render_comparison(data)
-    assert "XLA (IR nodes" in text and "Graphs/step" in text
+    assert "XLA (per step: graphs executed" in text and "Graphs/step" in text
+    assert "Execute/step" in text
 
 
 def test_cli_and_report_show_a_fine_tuning_steps_modules_and_library_lines(
@@ -106,3 +107,30 @@ def test_cli_and_report_show_a_fine_tuning_steps_modules_and_library_lines(
     assert "Per line: IR nodes and ops" in html and 'data-path="training.py"' in html
     assert "the cpu backend runs ops on the host" not in html
     assert "on XLA the per-line figures are IR nodes and ops" in html
+
+
+def test_compare_on_xla_a_training_step_with_and_without_its_host_read(
+    xla_python, tmp_path, monkeypatch
+):
+    """Issue 40: before/after on XLA from the same state, in graphs and forced executions."""
+    shutil.copy(TRAINING, tmp_path / "training.py")
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    done = trnlens("compare", "training.py::sgd_step", "training.py::logging_step",
+                   "--backend", "xla", "--python", str(xla_python), *FAST, "--format", "json",
+                   cwd=tmp_path, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    plain, logged = data["variants"]
+    for v in (plain, logged):
+        assert v["error"] is None and v["xla"]["skipped"] == []
+    assert plain["xla"]["per_step"]["graphs"] == 1 and logged["xla"]["per_step"]["graphs"] == 2
+    assert sum(f["executions"] for f in logged["xla"]["forced"]) == 1
+    assert plain["xla"]["forced"] == []
+    assert data["max_abs_diff"][1] == 0  # the same state, the same loss: only the read differs
+    text = render_comparison(data)
+    xla_table = text[text.index("XLA (per step: graphs executed") :].splitlines()
+    row = next(line.split() for line in xla_table if line.strip().startswith("logging_step"))
+    assert row[1] == "2" and row[-1] == "1"  # graphs per step, forced executions

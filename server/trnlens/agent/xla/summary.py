@@ -106,6 +106,8 @@ def section(recorder, sites: Sites | None, sources: irtext.Sources, backend,
         out["modules"], out["modules_rest"] = tables.modules(sites, kinds)
         out["library_files"] = tables.library_files(sites, kinds)
         out["step_graphs"] = sites.graphs
+        # every IR node of the step's graphs (read ones): on its place, or made outside an op
+        out["ir_nodes_total"] = sum(t.ir_nodes for t in sites.tallies) + sites.ir_nodes_elsewhere
         out["syncs"] = sites.syncs
         out["backward_passes"] = len(sites.backward_passes)
         out["findings"] = _findings(sites)
