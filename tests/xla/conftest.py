@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests import components
+from tests.targets.conftest import ssh_cache, test_host  # noqa: F401 - fixtures for test_xla_ssh
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).parent / "standin"

@@ -13,17 +13,14 @@ from trnlens.jobs import ProfileRequest, run_profile
 from trnlens.store import Store
 from trnlens.targets.ssh import SshTarget
 
-from tests.targets.conftest import needs_sshd, ssh_cache, test_host  # noqa: F401 - fixtures
+from tests.targets.conftest import needs_sshd
 from tests.xla.test_xla_training import FIXTURE, TEXT, line_of
 
 pytestmark = needs_sshd
 
 
 def test_a_fine_tuning_step_over_ssh_reads_as_it_does_locally(
-    test_host,
-    xla_python,
-    tmp_path,
-    ssh_cache,  # noqa: F811
+    test_host, xla_python, tmp_path, ssh_cache
 ):
     root = tmp_path / "project"
     root.mkdir()
