@@ -62,3 +62,91 @@ def test_findings_are_hints_that_say_what_xla_does():
 def test_code_that_does_not_use_torch_xla_gets_none():
     plain = XLA_CODE.replace("import torch_xla\n", "")
     assert _codes(plain) == []
+
+
+TRACKED = textwrap.dedent(
+    """
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+
+    def broadcast(t, ids_cpu, scheduler):
+        n = xm.all_reduce("max", t)
+        early = n.cpu()
+        n = n.cpu()
+        value = n.item()
+        picked = torch.masked_select(ids_cpu, ids_cpu > 0)
+        lr = scheduler.get_last_lr()[0].item()
+        torch_xla.sync()
+        after = t.sum().item()
+        return early, value, picked, lr, after
+
+
+    def decode(x, steps):
+        for _ in range(steps):
+            x = x * 2
+            torch_xla.sync()
+            if x.sum().item() == 0:
+                break
+            x = x + 1
+            if x.max().item() > 9:
+                break
+        return x
+
+
+    def train(loss):
+        def log_closure():
+            print(loss.item())
+
+        xm.add_step_closure(log_closure)
+
+
+    def check(t, mask):
+        if torch.any(t < 0):
+            raise ValueError("negative")
+        if torch.all(mask == 1):
+            t = t + 1
+        return t
+    """
+)
+
+
+def _tracked(needle: str) -> int:
+    return next(i for i, line in enumerate(TRACKED.splitlines(), 1) if needle in line)
+
+
+def test_host_values_reads_after_a_sync_and_step_closures_are_not_findings():
+    """The three shapes of the false findings on optimum-neuron 0.4.5 (docs/rules.md)."""
+    found = _codes(TRACKED)
+    assert (_tracked("early = n.cpu()"), "TRN302") in found  # lazy: read before any sync
+    assert (_tracked("n = n.cpu()"), "TRN302") in found
+    assert (_tracked("value = n.item()"), "TRN302") not in found  # n is a host copy by then
+    assert not any(row == _tracked("masked_select(ids_cpu") for row, _ in found)  # host tensor
+    assert not any(row == _tracked("get_last_lr") for row, _ in found)  # the scheduler's lr
+    assert not any(row == _tracked("after = t.sum()") for row, _ in found)  # after the sync
+    assert not any(row == _tracked("print(loss.item())") for row, _ in found)  # step closure
+    # in a loop, the sync just before the read: not a cut; an op between them: a cut again...
+    assert not any(row == _tracked("if x.sum().item() == 0") for row, _ in found)
+    assert (_tracked("if x.max().item() > 9"), "TRN302") in found
+    # ...and a check that only raises is no step's branch; one that changes the graph is
+    assert not any(row == _tracked("if torch.any(t < 0)") for row, _ in found)
+    assert (_tracked("if torch.all(mask == 1)"), "TRN303") in found
+
+
+def test_a_read_in_a_loop_with_the_sync_after_it_is_still_a_cut():
+    source = textwrap.dedent(
+        """
+        import torch_xla
+
+
+        def loop(x, steps):
+            for _ in range(steps):
+                x = x * 2
+                if x.sum().item() == 0:
+                    break
+                torch_xla.sync()
+            return x
+        """
+    )
+    assert any(code == "TRN302" for _, code in _codes(source))

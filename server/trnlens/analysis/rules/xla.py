@@ -19,6 +19,10 @@ their lines, recompilations with their cause).
 Carried over unchanged from the other families: TRN101-TRN106 (syncs and transfers in loops: on
 XLA each one is a forced execution per iteration), TRN001-TRN007 (hand-written norms and
 activations: fewer IR nodes); TRN201-TRN204 stay about torch.compile'd functions.
+Not reported (issue 40, the false findings' shapes on optimum-neuron 0.4.5, docs/rules.md): a
+value already on the host (bound from ``.cpu()`` and the like, or named ``*cpu*``), a read right
+after a sync statement, a function handed to ``xm.add_step_closure``, and for TRN303 a branch that
+only raises or logs.
 Not covered statically: boolean-mask indexing (``x[x > 0]``), and shapes that change per call
 (a length read from the data): the run finds both (CPU fallback at the line; recompiles with
 the changed shape at the line).
@@ -27,6 +31,7 @@ the changed shape at the line).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,6 +47,159 @@ def uses_xla(ctx: Context) -> bool:
     return ctx.info.imports_xla
 
 
+# What the rules track beside the syntax (the three shapes of their false findings on
+# optimum-neuron 0.4.5, docs/rules.md): a tensor already on the host, a read after the step's
+# sync, code run as a step closure.
+_TO_HOST = frozenset({"cpu", "numpy", "tolist", "get_last_lr"})
+_SYNCS = frozenset({"sync", "mark_step", "wait_device_ops"})
+_CLOSURE = re.compile(r"add_step_closure\(\s*(?:self\.)?(\w+)")
+_LOGS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log",
+                   "warning_once", "info_once", "print"})  # fmt: skip
+
+
+def _chain(expr: ast.AST) -> Iterator[ast.AST]:
+    """``expr`` and what it is read from: ``a.b(c)[0].item`` -> the call, ``a.b``, ``a``..."""
+    while True:
+        yield expr
+        if isinstance(expr, ast.Call):
+            expr = expr.func
+        elif isinstance(expr, ast.Attribute | ast.Subscript):
+            expr = expr.value
+        else:
+            return
+
+
+def _to_host(expr: ast.AST) -> bool:
+    """Whether ``expr`` is a host value by how it was made: ``t.cpu()``, ``.numpy()``,
+    ``.to("cpu")``, a scheduler's ``get_last_lr()``, an optimizer's ``param_groups``."""
+    for node in _chain(expr):
+        if isinstance(node, ast.Attribute) and node.attr == "param_groups":
+            return True
+        call = _attr_call(node)
+        if call is None:
+            continue
+        if call[1] in _TO_HOST:
+            return True
+        if (
+            call[1] == "to"
+            and isinstance(node, ast.Call)
+            and any(isinstance(a, ast.Constant) and a.value == "cpu" for a in node.args)
+        ):
+            return True
+    return False
+
+
+def _bindings(ctx: Context) -> dict[str, list[tuple[int, bool]]]:
+    """Per name this function assigns: (line, whether the value is a host value) in order."""
+    memo = ctx.memo.get("xla_bindings")
+    if memo is not None:
+        return memo  # type: ignore[return-value]
+    found: dict[str, list[tuple[int, bool]]] = {}
+    ctx.memo["xla_bindings"] = found  # read while being built: names bound on earlier lines
+    for node in ctx.nodes:  # in source order: a value made from a host name is a host one
+        if isinstance(node, ast.Assign):
+            host = _on_host(ctx, node.value)
+            targets = node.targets
+        elif isinstance(node, ast.comprehension):  # `for t in tensors_cpu`: each t too
+            host = _on_host(ctx, node.iter)
+            targets = [node.target]
+        else:
+            continue
+        # a comprehension's name is bound before its element is read, on the same line
+        line = node.lineno if isinstance(node, ast.Assign) else node.iter.lineno - 1
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    found.setdefault(name.id, []).append((line, host))
+    return found
+
+
+def _host_name(ctx: Context, name: str, line: int) -> bool:
+    """Whether ``name`` holds a host value on ``line``: its last assignment before it made one
+    (``x_cpu = t.cpu()``), or its name says so (``input_ids_cpu``)."""
+    if "cpu" in name.lower():
+        return True
+    before = [host for at, host in _bindings(ctx).get(name, []) if at < line]
+    return bool(before) and before[-1]
+
+
+def _on_host(ctx: Context, expr: ast.AST) -> bool:
+    if _to_host(expr):
+        return True
+    root = list(_chain(expr))[-1]
+    line = getattr(expr, "lineno", 0)
+    return isinstance(root, ast.Name) and _host_name(ctx, root.id, line)
+
+
+def _is_sync(node: ast.AST) -> bool:
+    call = _attr_call(node)
+    return call is not None and call[1] in _SYNCS
+
+
+def _after_sync(ctx: Context, line: int) -> bool:
+    """Whether the statement just before the read's is a sync (``torch_xla.sync()``,
+    ``xm.mark_step()``, ``xm.wait_device_ops()``): the graph has just run and nothing new is
+    pending. A read that opens its block looks before the compound statement holding it, but not
+    out of a loop (the iteration before traced its own ops). A statement between the sync and
+    the read may trace new ops: then the read cuts a graph again, and is reported."""
+    path: list[tuple[list[ast.stmt], int]] = []  # (block, index of the statement holding line)
+    body: list[ast.stmt] = ctx.body
+    while body:
+        at = next((i for i, s in enumerate(body) if _holds([s], line)), None)
+        if at is None:
+            break
+        path.append((body, at))
+        body = next((block for block in _blocks(body[at]) if _holds(block, line)), [])
+    for block, at in reversed(path):
+        if at > 0:
+            return any(_is_sync(n) for n in ast.walk(block[at - 1]))
+        parent = next((b[i] for b, i in path if block in _blocks(b[i])), None)
+        if parent is None or isinstance(parent, ast.For | ast.While | ast.AsyncFor):
+            return False
+    return False
+
+
+def _holds(block: list[ast.stmt], line: int) -> bool:
+    return any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in block)
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    found = [getattr(stmt, name) for name in ("body", "orelse", "finalbody")
+             if isinstance(getattr(stmt, name, None), list)]  # fmt: skip
+    found.extend(handler.body for handler in getattr(stmt, "handlers", []))
+    return found
+
+
+def _step_closure(ctx: Context) -> bool:
+    """Whether this function is handed to ``xm.add_step_closure``: torch-xla runs it after the
+    step's graph has executed, where a read cuts nothing."""
+    if ctx.func is None:
+        return False
+    found = ctx.memo.get("xla_closures")
+    if found is None:
+        found = ctx.memo["xla_closures"] = frozenset(_CLOSURE.findall(ctx.src.text))
+    return ctx.func.name in found  # type: ignore[operator]
+
+
+def _only_raises_or_logs(node: ast.AST) -> bool:
+    """A branch whose body only raises or logs (argument checks, warnings): it runs once per
+    call, and ``torch.where`` is no fix for it."""
+    if not isinstance(node, ast.If) or node.orelse:
+        return False
+    for stmt in node.body:
+        if isinstance(stmt, ast.Raise):
+            continue
+        call = _attr_call(stmt.value) if isinstance(stmt, ast.Expr) else None
+        name = stmt.value.func.id if (
+            isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+        ) else None  # fmt: skip
+        if (call is not None and call[1] in _LOGS) or name in _LOGS:
+            continue
+        return False
+    return True
+
+
 @dataclass
 class _XlaRule:
     code: str
@@ -50,7 +208,7 @@ class _XlaRule:
     triggers: frozenset[str]
 
     def check(self, ctx: Context) -> Iterator[Match]:
-        if ctx.func is None or not uses_xla(ctx):
+        if ctx.func is None or not uses_xla(ctx) or _step_closure(ctx):
             return
         for node in ctx.nodes:
             message = self.message(ctx, node)
@@ -81,6 +239,10 @@ class DataDependentShape(_XlaRule):
                 return None  # torch.where(cond, a, b) keeps the shape
         elif name not in _DATA_SHAPED:
             return None
+        operand = call[0] if not (isinstance(call[0], ast.Name) and call[0].id in ctx.info.torch) \
+            else (node.args[0] if node.args else None)  # fmt: skip
+        if operand is not None and _on_host(ctx, operand):
+            return None  # a host tensor: no XLA graph involved
         return (
             f"on XLA, `{name}` has an output shape that depends on the data: the pending graph "
             "executes here to know it (and the op may fall back to the CPU); keep a fixed shape "
@@ -106,6 +268,10 @@ class HostRead(_XlaRule):
             return None
         if _is_host_read(call[0]):
             return None  # `t.cpu().numpy()`: the `.cpu()` is the read, reported once
+        if _on_host(ctx, call[0]):
+            return None  # already a host value: nothing lazy to read
+        if _after_sync(ctx, node.lineno):
+            return None  # the graph already ran: the advice is what the code does
         return (
             f"on XLA, `.{call[1]}()` reads a lazy tensor on the host: the pending graph executes "
             "here, mid-step (a forced execution: two graphs instead of one); read it after "
@@ -126,6 +292,12 @@ class TensorControlFlow(_XlaRule):
             return None
         if any(_is_host_read(sub) for sub in ast.walk(node.test)):
             return None  # `if t.item() == 0:`: TRN302 reports that read, once
+        if _only_raises_or_logs(node):
+            return None
+        names = [n.id for n in ast.walk(node.test)
+                 if isinstance(n, ast.Name) and n.id not in ctx.info.torch]  # fmt: skip
+        if names and all(_host_name(ctx, name, node.lineno) for name in names):
+            return None  # a branch on host tensors only
         return (
             "on XLA, a Python branch on a tensor's value executes the pending graph to read it, "
             "and the branch taken is baked into the next graph; use `torch.where`"
