@@ -105,6 +105,11 @@ def test_clipping_and_xm_optimizer_step_profile_at_their_lines(results):
     update = line_of(TEXT, "xm.optimizer_step(optimizer)")
     assert lines[clip]["ir_nodes"] > 0 and lines[update]["ir_nodes"] > 0
     assert x["per_step"]["graphs"] == 1
+    # AdamW's state appears at its first step: the second graph differs, once, in warm-up, at
+    # the optimizer's own line (torch's, so torch-xla's location names it)
+    (warm,) = [r for r in x["recompiles"] if r["phase"] == "warmup"]
+    assert warm["kind"] == "graph" and "adam.py" in warm["location"], warm
+    assert "optimizer's state appears" in warm["advice"] and x["compiles_in_window"] == 0
 
 
 def test_gradient_accumulation_with_mark_step_counts_every_micro_batchs_graph(results):

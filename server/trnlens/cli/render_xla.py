@@ -17,7 +17,10 @@ def _n(value: float | None) -> str:
 
 
 def _at(row: dict) -> str:
-    return f"{row['path']}:{row['line']}" if row.get("path") else "(no project line)"
+    if row.get("path"):
+        return f"{row['path']}:{row['line']}"
+    # library code: torch-xla's own location (function@file basename:line) says where
+    return f"{row['location']} (library)" if row.get("location") else "(no project line)"
 
 
 def xla_lines(data: dict, table: Table, size: Callable[[float | None], str]) -> list[str]:

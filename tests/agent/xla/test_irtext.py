@@ -51,3 +51,14 @@ def test_nodes_per_line_leave_out_device_data_and_count_library_nodes_apart():
     counts, elsewhere = irtext.nodes_per_line(irtext.parse(library), SOURCES)
     assert counts == {("pkg/step.py", 12): 2}
     assert elsewhere == 1
+
+
+def test_a_graph_with_a_node_added_is_compared_as_sets_not_position_by_position():
+    """An optimizer's state appearing after its first step adds nodes: comparing position k
+    with position k reported a shape change between two unrelated nodes (issue 40)."""
+    lines = BEFORE.splitlines()
+    added = "  %9 = f32[4,5]{1,0} aten::add(%3, %3), location=step@step.py:13, xla_shape=f32[4,5]"
+    after = "\n".join([*lines[:3], added, *lines[3:]])
+    found = irtext.cause(irtext.parse(BEFORE), irtext.parse(after), SOURCES)
+    assert found["kind"] == "graph" and (found["path"], found["line"]) == ("pkg/step.py", 13)
+    assert found["detail"].startswith("the graph changed: 1 node(s) added, 0 gone (5 -> 6 nodes)")

@@ -96,7 +96,12 @@ def nodes_per_line(nodes: list[Node], sources: Sources) -> tuple[Counter, int]:
 
 def cause(before: list[Node], after: list[Node], sources: Sources) -> dict:
     """What changed between two graphs of the step: ``kind`` (shape, input, constant, graph),
-    ``detail`` for people, and the ``path``/``line`` of the first node that differs."""
+    ``detail`` for people, and the ``path``/``line`` of the first node that differs. Node by node
+    only when both graphs have the same ops in the same order (a length that varies, an input of
+    another shape); otherwise the graphs are compared as sets of nodes (``_changed``): position k
+    of one graph is not position k of the other once a node was added."""
+    if [n.op for n in before] != [n.op for n in after]:
+        return _changed(before, after, sources)
     for old, new in zip(before, after, strict=False):
         if (old.op, old.shape) == (new.op, new.shape):
             continue
@@ -128,6 +133,30 @@ def cause(before: list[Node], after: list[Node], sources: Sources) -> dict:
         "line": None,
         "location": None,
     }
+
+
+def _changed(before: list[Node], after: list[Node], sources: Sources) -> dict:
+    """A graph whose nodes changed (an optimizer's state that appears after its first step, a
+    branch taken the other way): the nodes one graph has and the other lacks, the first of them
+    (the added ones first) at its line."""
+
+    def key(node: Node) -> tuple:
+        return (node.op, node.shape, node.file, node.line)
+
+    left = Counter(map(key, before))
+    right = Counter(map(key, after))
+    added = [n for n in after if right[key(n)] > left.get(key(n), 0)]
+    removed = [n for n in before if left[key(n)] > right.get(key(n), 0)]
+    work = [n for n in added + removed if n.op != "xla::device_data"] or added + removed
+    node = next((n for n in work if sources.resolve(n)), None) or next(
+        (n for n in work if n.file), work[0] if work else after[-1] if after else before[-1]
+    )  # fmt: skip
+    detail = (
+        f"the graph changed: {len(added)} node(s) added, {len(removed)} gone "
+        f"({len(before)} -> {len(after)} nodes), first {node.op} {node.shape}"
+    )
+    return _where({"kind": "graph", "detail": detail, "op": node.op, "shape": node.shape},
+                  sources.resolve(node), node)  # fmt: skip
 
 
 def _where(found: dict, site: tuple[str, int] | None, node: Node) -> dict:
