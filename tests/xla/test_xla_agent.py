@@ -17,7 +17,7 @@ from trnlens.results import schema
 from tests.xla.conftest import REPO, STANDIN, xla_env
 
 FIXTURE = Path(__file__).parent / "fixtures" / "steps.py"
-FUNCTIONS = ("steady", "growing", "fallback", "host_read", "broken", "sliced")
+FUNCTIONS = ("steady", "growing", "fallback", "host_read", "broken", "sliced", "refuses_modes")
 
 
 def run_agent(python: Path, root: Path, requests: list[dict], **env: str) -> dict[str, dict]:
@@ -97,6 +97,16 @@ def test_a_sliced_length_recompiles_at_the_slice_with_its_shapes_and_advice(resu
         assert measured[0]["used_at"] == made + 1
     assert len(measured[0]["shapes"]) >= 2  # a new length every call
     assert "pad the varying length to a few bucket sizes" in measured[0]["advice"]
+
+
+def test_a_step_the_sites_step_cannot_run_keeps_its_figures_and_says_what_it_skipped(results):
+    """Issue 40: no internal error for a step the tool cannot read line by line."""
+    x = xla_of(results, "refuses_modes")
+    assert x["per_step"]["graphs"] == 1 and x["compiles_in_window"] == 0
+    assert x["lines"] == [] and "modules" not in x
+    (skipped,) = x["skipped"]
+    assert "this step cannot run under a dispatch mode" in skipped and "RuntimeError" in skipped
+    assert "not read: lines, modules, fallbacks and forced executions" in x["message"]
 
 
 def test_nonzero_is_a_cpu_fallback_at_its_line(results):
