@@ -17,14 +17,19 @@ from tests.xla.test_xla_training import FIXTURE as TRAINING
 FAST = ("--warmup", "2", "--steps", "3", "--repeats", "3")
 
 
-def test_cli_says_the_step_recompiles_every_step_at_its_line(xla_python, tmp_path, monkeypatch):
-    shutil.copy(FIXTURE, tmp_path / "steps.py")
+def cli_env(monkeypatch, tmp_path) -> None:
+    """The CLI's agent on the CPU PJRT device, one thread. torch 2.8's torch.distributed.nn
+    makes a temporary directory at import that only a clean interpreter exit removes, and the
+    CLI ends its agent: it gets a folder of the test's own."""
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    # torch 2.8's torch.distributed.nn makes a temporary directory at import that only a clean
-    # interpreter exit removes, and the CLI ends its agent: give it a folder of the test's own.
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+
+
+def test_cli_says_the_step_recompiles_every_step_at_its_line(xla_python, tmp_path, monkeypatch):
+    shutil.copy(FIXTURE, tmp_path / "steps.py")
+    cli_env(monkeypatch, tmp_path)
     done = trnlens("profile", "steps.py::growing", "--backend", "xla", "--python",
                    str(xla_python), *FAST, cwd=tmp_path, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -54,10 +59,7 @@ def test_cli_says_the_step_recompiles_every_step_at_its_line(xla_python, tmp_pat
 def test_compare_on_xla_shows_graphs_and_ir_nodes_per_variant(xla_python, tmp_path, monkeypatch):
     """Naive RMSNorm vs torch.rms_norm vs compiled (openxla) on the real torch-xla."""
     shutil.copytree(REPO / "samples", tmp_path / "samples")
-    monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    cli_env(monkeypatch, tmp_path)
     done = trnlens("compare", "samples/rmsnorm.py::rmsnorm_naive",
                    "samples/rmsnorm.py::rmsnorm_fused", "--compiled", "--backend", "xla",
                    "--python", str(xla_python), *FAST, "--format", "json", cwd=tmp_path,
@@ -83,10 +85,7 @@ def test_cli_and_report_show_a_fine_tuning_steps_modules_and_library_lines(
     """Before issue 40: a step with backward() ended in "internal error"; the forward that
     worked said only "282 IR nodes were made in library code"."""
     shutil.copy(TRAINING, tmp_path / "training.py")
-    monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    cli_env(monkeypatch, tmp_path)
     done = trnlens("profile", "training.py::llama_finetune", "--backend", "xla", "--python",
                    str(xla_python), *FAST, cwd=tmp_path, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -114,10 +113,7 @@ def test_compare_on_xla_a_training_step_with_and_without_its_host_read(
 ):
     """Issue 40: before/after on XLA from the same state, in graphs and forced executions."""
     shutil.copy(TRAINING, tmp_path / "training.py")
-    monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    cli_env(monkeypatch, tmp_path)
     done = trnlens("compare", "training.py::sgd_step", "training.py::logging_step",
                    "--backend", "xla", "--python", str(xla_python), *FAST, "--format", "json",
                    cwd=tmp_path, timeout=900)  # fmt: skip

@@ -13,17 +13,24 @@ FIXTURE = Path(__file__).parent / "fixtures" / "lsp_step.py"
 LENGTH, FALLBACK = 14, 15  # 0-based lines of fixtures/lsp_step.py: the slice, the nonzero
 
 
+def xla_options(xla_python: Path, tmp_path: Path) -> dict:
+    """The editor's settings: a local target whose interpreter is the xla venv, on the CPU
+    PJRT device. torch 2.8 leaves a temporary folder when its agent is ended: one of the
+    test's own."""
+    (tmp_path / "tmp").mkdir()
+    env = {"PJRT_DEVICE": "CPU", "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path / "tmp")}
+    return {
+        **FAST, "warmup": 2, "backend": "xla", "target": "xla",
+        "targets": {"xla": {"kind": "local", "python": str(xla_python), "env": env}},
+    }  # fmt: skip
+
+
 async def test_lens_and_hints_after_an_xla_run(xla_python, tmp_path):
     root = workspace(tmp_path)
     shutil.copy(FIXTURE, root / "step.py")
     text = (root / "step.py").read_text("utf-8").splitlines()
     assert "x[:, :length]" in text[LENGTH] and "nonzero" in text[FALLBACK]
-    (tmp_path / "tmp").mkdir()  # torch 2.8 leaves a temporary folder when its agent is ended
-    env = {"PJRT_DEVICE": "CPU", "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path / "tmp")}
-    options = {
-        **FAST, "warmup": 2, "backend": "xla", "target": "xla",
-        "targets": {"xla": {"kind": "local", "python": str(xla_python), "env": env}},
-    }  # fmt: skip
+    options = xla_options(xla_python, tmp_path)
     async with editor(root, options) as ed:
         uri = ed.open("step.py")
         answer, end = await ed.profile(uri, "step")
@@ -61,12 +68,7 @@ async def test_a_fine_tuning_step_in_the_editor_shows_backward_and_agrees_on_for
     text = (root / "training.py").read_text("utf-8").splitlines()
     logged = next(n for n, line in enumerate(text) if "loss.item()" in line)
     forward = next(n for n, line in enumerate(text) if "return self.down(h)" in line)
-    (tmp_path / "tmp").mkdir()
-    env = {"PJRT_DEVICE": "CPU", "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path / "tmp")}
-    options = {
-        **FAST, "warmup": 2, "backend": "xla", "target": "xla",
-        "targets": {"xla": {"kind": "local", "python": str(xla_python), "env": env}},
-    }  # fmt: skip
+    options = xla_options(xla_python, tmp_path)
     async with editor(root, options) as ed:
         uri = ed.open("training.py")
         answer, _ = await ed.profile(uri, "logging_step")

@@ -82,6 +82,18 @@ def _both(row: dict, key: str) -> str:
     return f"{row.get(key) or 0:g}" + (f" ({back:g} backward)" if back else "")
 
 
+def _table(title: str, kind: str, headers: list[str], rows: str, note: str = "") -> str:
+    if not rows:
+        return ""
+    head = "".join(f"<th>{E(h)}</th>" for h in headers)
+    note = f'<p class="muted">{E(note)}</p>' if note else ""
+    return (
+        f"<h3>{E(title)}</h3>{note}"
+        f'<div class="wide"><table class="{A(kind)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )
+
+
 def _lines_table(x: dict) -> str:
     rows = "".join(
         f'<tr class="src measured" data-path="{A(r["path"])}" data-line="{A(r["line"])}" '
@@ -90,15 +102,13 @@ def _lines_table(x: dict) -> str:
         f"<td>{E(', '.join(str(g) for g in r['graphs']))}</td></tr>"
         for r in x.get("lines") or []
     )
-    if not rows:
-        return ""
-    return (
-        '<h3>Per line: IR nodes and ops</h3><p class="muted">on XLA a line costs IR nodes of the '
-        "step's graph, not time of its own (the line-timing pass would change the graph and "
-        "recompile it); backward counts on the line of the forward op that made it</p>"
-        '<div class="wide"><table class="lines"><thead><tr><th>line</th><th>IR nodes</th>'
-        f"<th>ops</th><th>graph</th></tr></thead><tbody>{rows}</tbody></table></div>"
+    note = (
+        "on XLA a line costs IR nodes of the step's graph, not time of its own (the line-timing "
+        "pass would change the graph and recompile it); backward counts on the line of the "
+        "forward op that made it"
     )
+    return _table("Per line: IR nodes and ops", "lines", ["line", "IR nodes", "ops", "graph"],
+                  rows, note)  # fmt: skip
 
 
 def _modules_table(x: dict) -> str:
@@ -116,12 +126,8 @@ def _modules_table(x: dict) -> str:
             f'<td class="num">{E(_both(m, "ir_nodes"))}</td>'
             f'<td class="num">{E(_both(m, "ops"))}</td></tr>'
         )
-    return (
-        "<h3>Modules: IR nodes, forward and backward</h3>"
-        '<div class="wide"><table class="modules"><thead><tr><th>module</th><th>IR nodes (all)'
-        f"</th><th>own IR nodes</th><th>own ops</th></tr></thead><tbody>{''.join(rows)}"
-        "</tbody></table></div>"
-    )
+    headers = ["module", "IR nodes (all)", "own IR nodes", "own ops"]
+    return _table("Modules: IR nodes, forward and backward", "modules", headers, "".join(rows))
 
 
 def _library_table(x: dict) -> str:
@@ -134,10 +140,5 @@ def _library_table(x: dict) -> str:
         "</tr>"
         for r in (x.get("library_lines") or [])[:15]
     )
-    if not rows:
-        return ""
-    return (
-        "<h3>Library lines: where the IR nodes were made</h3>"
-        '<div class="wide"><table class="library"><thead><tr><th>library</th><th>line</th>'
-        f"<th>IR nodes</th><th>ops</th></tr></thead><tbody>{rows}</tbody></table></div>"
-    )
+    return _table("Library lines: where the IR nodes were made", "library",
+                  ["library", "line", "IR nodes", "ops"], rows)  # fmt: skip
