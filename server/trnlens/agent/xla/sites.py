@@ -155,7 +155,6 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
     peek = getattr(torch._C._autograd, "_get_sequence_nr", None)
     current_node = getattr(torch._C, "_current_autograd_node", None)
     start = {"executions": 0, "after_sync": 0}
-    waiting_site: dict[int, int] = {}  # place of the backward() call, per node-less backward
 
     def forward_place(frame) -> int:
         innermost, proj = kinds.walk(frame)
@@ -163,26 +162,23 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
         return places.of((innermost, proj, module, False))
 
     task_id = getattr(torch._C, "_current_graph_task_id", None)
-    passes: dict[int, tuple | None] = {}  # backward pass (graph task) -> its backward() line
+    # backward pass (graph task) -> the place of the backward() call that started it, read once
+    # from the frames of the thread waiting in it
+    passes: dict[int, int] = {}
 
     def backward_place(node) -> int:
         task = task_id() if task_id is not None else -1
-        if task not in passes:  # a new backward(): the line that called it, from its frames
+        if task not in passes:
             frame = sys._current_frames().get(main)
-            passes[task] = kinds.walk(frame)[1] if frame is not None else None
-        seq = node._sequence_nr()
-        creator = creators.get(seq)
+            innermost, proj = kinds.walk(frame) if frame is not None else (None, None)
+            passes[task] = places.of((innermost, proj, None, True))
+        creator = creators.get(node._sequence_nr())
         if creator is not None:
             innermost, proj, module, _ = found.places[creator]
             return places.of((innermost, proj, module, True))
         # No forward op of this step made the node (AccumulateGrad, the engine's own): the line
-        # that called backward(), from the frames of the thread waiting in it.
-        cached = waiting_site.get(id(node))
-        if cached is None:
-            frame = sys._current_frames().get(main)
-            innermost, proj = kinds.walk(frame) if frame is not None else (None, None)
-            cached = waiting_site[id(node)] = places.of((innermost, proj, None, True))
-        return cached
+        # that called backward()
+        return passes[task]
 
     class Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -238,8 +234,7 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
         ``xm.optimizer_step(..., barrier=True)``): its graph's IR nodes are read before it runs,
         and it is waited for, so that its execution counts here and not on the next op."""
         if threading.get_ident() == main:
-            _, proj = kinds.walk(sys._getframe(1))
-            syncs[proj[:2] if proj else None] += 1
+            syncs[kinds.walk(sys._getframe(1))[1]] += 1
             count_ir(pending.tensors(None, made, roots, torch))
         kwargs["wait"] = True
         done = marker(*args, **kwargs)
@@ -253,7 +248,6 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
             xlac._xla_step_marker = step_marker
             with tracker, Mode():
                 out = step()  # the step itself, unrecorded: this call is not a measured one
-            xlac._xla_step_marker = marker
             left = pending.tensors(out, made, roots, torch)
             count_ir(left)
             del left
@@ -265,11 +259,10 @@ def attribute(step: Callable[[], Any], recorder, project, context, named_modules
     found.modules = tracker.info
     for (op, k), count in sorted(fallbacks.items(), key=lambda kv: -kv[1]):
         found.fallbacks.append({"op": op, "count": count, **_at(found.places[k], kinds)})
-    for proj in passes.values():
-        found.backward_passes.append(_at((None, proj), kinds))
+    for k in passes.values():
+        found.backward_passes.append(_at(found.places[k], kinds))
     for proj, count in syncs.items():
-        where = {"path": kinds.display(proj[0]), "line": proj[1]} if proj else _at((), kinds)
-        found.syncs.append({**where, "count": count})
+        found.syncs.append({**_at((None, proj), kinds), "count": count})
     for (op, k), count in forced.items():
         found.forced.append({"op": op, "executions": count, "why": WHY.get(op, "the op needs a "
                              "value"), "advice": ADVICE.get(op, OTHER_ADVICE),
@@ -293,7 +286,7 @@ def _keep_weakly(out: Any, made: list, torch) -> None:
 
 
 def _at(place: Place, kinds) -> dict:
-    proj = place[1] if place else None
+    proj = place[1]
     if proj is None:
         return {"path": None, "line": None}
     return {"path": kinds.display(proj[0]), "line": proj[1]}
