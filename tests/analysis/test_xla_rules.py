@@ -150,3 +150,78 @@ def test_a_read_in_a_loop_with_the_sync_after_it_is_still_a_cut():
         """
     )
     assert any(code == "TRN302" for _, code in _codes(source))
+
+
+PREPARED = textwrap.dedent(
+    """
+    import torch
+    import torch_xla.core.xla_model as xm
+
+
+    def get_batches(iterator, n, device):
+        batches = [next(iterator) for _ in range(n)]
+        total = sum([(b["labels"] != -100).sum() for b in batches])
+        count = total.item()
+        for i, batch in enumerate(batches):
+            batches[i] = {k: v.to(device) for k, v in batch.items()}
+        late = batches[0]["labels"].sum().item()
+        return batches, count, late
+
+
+    def train(loader, model, device):
+        for batch in loader:
+            if batch["x"].sum().item() > 0:
+                pass
+            batch = batch["x"].to(device)
+            loss = model(batch)
+    """
+)
+
+
+def test_data_read_before_the_function_moves_it_to_the_device_is_a_host_read():
+    """Data preparation (issue 40): the batches are host tensors until this function's own
+    ``.to(device)``; after it, and in a loop whose later iterations see the moved value, reads
+    stay findings."""
+    rows = [row for row, code in _codes(PREPARED) if code == "TRN302"]
+    line = {n: i for i, n in enumerate(PREPARED.splitlines(), 1)}
+    at = {needle: next(i for text, i in line.items() if needle in text)
+          for needle in ("count = total.item()", "late = ", 'if batch["x"]')}  # fmt: skip
+    assert at["count = total.item()"] not in rows
+    assert at["late = "] in rows
+    assert at['if batch["x"]'] in rows
+
+
+def test_a_dtype_conversion_is_no_move_to_the_device():
+    source = PREPARED.replace("v.to(device)", "v.to(torch.long)")
+    assert any("count = total.item()" in source.splitlines()[row - 1] for row, _ in _codes(source))
+
+
+TRACED_ONLY = textwrap.dedent(
+    """
+    import torch
+    import torch_neuronx
+    from optimum.neuron.utils import DiffusersPretrainedConfig
+
+
+    def validate(ref, out):
+        if not torch.allclose(ref, out):
+            out = out * 0
+        return out.max().item()
+    """
+)
+
+
+def test_code_around_an_ahead_of_time_traced_model_is_host_code():
+    """``torch_neuronx.trace``'d models take host tensors: a module that imports torch_neuronx or
+    optimum-neuron's inference side, and not torch-xla, reads CPU tensors (issue 40)."""
+    assert _codes(TRACED_ONLY) == []
+    for lazy in ("import torch_xla", "from torch_neuronx.xla_impl import ops",
+                 "from optimum.neuron import NeuronTrainer",
+                 "from optimum.neuron.accelerate import NeuronAccelerator"):  # fmt: skip
+        source = TRACED_ONLY.replace("import torch_neuronx", lazy)
+        assert [code for _, code in _codes(source)] == ["TRN303", "TRN302"], lazy
+
+
+def test_the_branch_message_says_what_happens_traced_and_lazy():
+    found = {f.code: f for f in findings(XLA_CODE) if f.code.startswith("TRN3")}
+    assert "each time" in found["TRN303"].message and "baked" in found["TRN303"].message

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import dataclass
 
 # Names under which torch and torch.nn.functional are usually imported; the engine adds the
@@ -22,7 +23,7 @@ class ModuleInfo:
     torch: frozenset[str] = DEFAULT_TORCH  # aliases bound to the torch module
     functional: frozenset[str] = DEFAULT_FUNCTIONAL  # aliases bound to torch.nn.functional
     imports_torch: bool = False
-    # The module uses torch-xla (imports torch_xla, torch_neuronx or optimum.neuron): rules/xla.py.
+    # The module works on lazy XLA tensors (see ``_lazy_xla_import``): rules/xla.py.
     imports_xla: bool = False
     # ``self`` attributes the module only ever assigns host tensors (see rules.placement).
     host_attrs: frozenset[str] = frozenset()
@@ -39,8 +40,7 @@ def module_info(body: list[ast.stmt]) -> ModuleInfo:
     xla = False
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
-            xla = xla or any(n and n.startswith(_XLA_PACKAGES) for n in names)
+            xla = xla or _lazy_xla_import(node)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "torch" or (alias.name.startswith("torch.") and not alias.asname):
@@ -59,7 +59,30 @@ def module_info(body: list[ast.stmt]) -> ModuleInfo:
     )
 
 
-_XLA_PACKAGES = ("torch_xla", "torch_neuronx", "optimum.neuron")
+# What says a module's tensors are lazy XLA tensors (issue 40): torch-xla itself, torch-neuronx's
+# XLA ops (code traced through XLA, as NxD's model builder does), or optimum-neuron's training
+# side (its trainer and accelerator put the user's tensors on the XLA device). Importing
+# ``torch_neuronx`` or optimum-neuron's inference models alone does not: ``torch_neuronx.trace``
+# compiles a model ahead of time and the traced model is called with host tensors, so the code
+# around it (export checks, pipeline wrappers) reads CPU tensors, which cut no graph.
+_XLA_MODULES = ("torch_xla", "torch_neuronx.xla_impl")
+_XLA_TRAINING_MODULES = frozenset({"trainers", "trainer", "training", "accelerate"})
+_XLA_TRAINING_NAMES = re.compile(r"Trainer|Training|Accelerator")  # not `PretrainedConfig`
+
+
+def _lazy_xla_import(node: ast.Import | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name.startswith(_XLA_MODULES) for a in node.names)
+    module = node.module or ""
+    if module.startswith(_XLA_MODULES):
+        return True
+    if module == "torch_neuronx":  # `from torch_neuronx import xla_impl`
+        return any(a.name == "xla_impl" for a in node.names)
+    if module.startswith("optimum.neuron"):
+        return not _XLA_TRAINING_MODULES.isdisjoint(module.split(".")) or any(
+            _XLA_TRAINING_NAMES.search(a.name) for a in node.names
+        )
+    return False
 
 
 @dataclass(frozen=True)

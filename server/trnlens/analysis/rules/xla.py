@@ -120,15 +120,115 @@ def _host_name(ctx: Context, name: str, line: int) -> bool:
     if "cpu" in name.lower():
         return True
     before = [host for at, host in _bindings(ctx).get(name, []) if at < line]
-    return bool(before) and before[-1]
+    if before and before[-1]:
+        return True
+    return _moved_later(ctx, name, line)
+
+
+_DEVICE_WORD = re.compile(r"device|xla", re.IGNORECASE)
+
+
+def _device_move(node: ast.AST) -> bool:
+    """``t.to(device)``, ``t.to(xm.xla_device())``, ``t.to("xla")``, ``t.to(device=d)``; not a
+    dtype's ``t.to(torch.long)`` nor ``t.to("cpu")``."""
+    call = _attr_call(node)
+    if call is None or call[1] != "to" or not isinstance(node, ast.Call):
+        return False
+    targets = [k.value for k in node.keywords if k.arg == "device"] or node.args[:1]
+    for arg in targets:
+        if isinstance(arg, ast.Constant):
+            return isinstance(arg.value, str) and arg.value.startswith("xla")
+        word = arg.func if isinstance(arg, ast.Call) else arg
+        name = word.attr if isinstance(word, ast.Attribute) else getattr(word, "id", "")
+        return bool(_DEVICE_WORD.search(name))
+    return False
+
+
+def _iterated(expr: ast.AST) -> ast.AST:
+    """What a loop walks: ``enumerate(xs)`` / ``zip(xs, ...)`` / ``reversed(xs)`` walk ``xs``."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.args:
+        if expr.func.id in {"enumerate", "zip", "reversed", "list", "iter"}:
+            return expr.args[0]
+    return expr
+
+
+def _moves(ctx: Context) -> dict[str, list[int]]:
+    """Per local name, the lines where this function moves it (or what it iterates over, item
+    by item) to the device: ``batch = {k: v.to(device) for k, v in batch.items()}`` inside
+    ``for batch in batches`` moves ``v``, ``batch`` and ``batches``."""
+    memo = ctx.memo.get("xla_moves")
+    if memo is not None:
+        return memo  # type: ignore[return-value]
+    walks: dict[str, set[str]] = {}  # loop name -> the names it is read from
+    moved: list[tuple[str, int]] = []
+    for node in ctx.nodes:
+        if isinstance(node, ast.For | ast.comprehension):
+            source = list(_chain(_iterated(node.iter)))[-1]
+            if isinstance(source, ast.Name):
+                for target in ast.walk(node.target):
+                    if isinstance(target, ast.Name):
+                        walks.setdefault(target.id, set()).add(source.id)
+        elif _device_move(node):
+            receiver, _ = _attr_call(node)  # type: ignore[misc]
+            root = list(_chain(receiver))[-1]
+            if isinstance(root, ast.Name) and root.id not in {"self", "cls"}:
+                moved.append((root.id, receiver.lineno))
+    found: dict[str, list[int]] = {}
+    for name, line in moved:
+        todo, seen = [name], set[str]()
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                found.setdefault(current, []).append(line)
+                todo.extend(walks.get(current, ()))
+    ctx.memo["xla_moves"] = found
+    return found
+
+
+def _moved_later(ctx: Context, name: str, line: int) -> bool:
+    """Whether ``name`` is data this function moves to the device only after ``line`` (a batch
+    before its ``.to(device)``: data preparation reads host tensors). Not when a loop holds both
+    lines: from its second iteration on, the value was moved."""
+    moves = _moves(ctx).get(name)
+    if not moves or min(moves) <= line:
+        return False
+    return not any(_loop_holds(ctx, line, at) for at in moves)
+
+
+def _loop_holds(ctx: Context, first: int, second: int) -> bool:
+    return any(
+        isinstance(node, ast.For | ast.While | ast.AsyncFor)
+        and node.lineno <= first <= (node.end_lineno or node.lineno)
+        and node.lineno <= second <= (node.end_lineno or node.lineno)
+        for node in ctx.nodes
+    )
 
 
 def _on_host(ctx: Context, expr: ast.AST) -> bool:
     if _to_host(expr):
         return True
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.args:
+        if expr.func.id in _HOST_REDUCTIONS:  # `sum(t for t in host_batches)`
+            return all(_on_host(ctx, arg) for arg in expr.args)
+    if isinstance(expr, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+        return _element_on_host(ctx, expr)
     root = list(_chain(expr))[-1]
     line = getattr(expr, "lineno", 0)
     return isinstance(root, ast.Name) and _host_name(ctx, root.id, line)
+
+
+_HOST_REDUCTIONS = frozenset({"sum", "max", "min"})
+
+
+def _element_on_host(ctx: Context, comp: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> bool:
+    """A comprehension's element made from its own loop name reads what that loop iterates:
+    ``[b["labels"].sum() for b in batches]`` is on the host when ``batches`` is."""
+    read = {n.id for n in ast.walk(comp.elt) if isinstance(n, ast.Name)}
+    for gen in comp.generators:
+        if any(isinstance(n, ast.Name) and n.id in read for n in ast.walk(gen.target)):
+            return _on_host(ctx, gen.iter)
+    return _on_host(ctx, comp.elt)
 
 
 def _is_sync(node: ast.AST) -> bool:
@@ -299,8 +399,10 @@ class TensorControlFlow(_XlaRule):
         if names and all(_host_name(ctx, name, node.lineno) for name in names):
             return None  # a branch on host tensors only
         return (
-            "on XLA, a Python branch on a tensor's value executes the pending graph to read it, "
-            "and the branch taken is baked into the next graph; use `torch.where`"
+            "on XLA, a Python branch on a tensor's value reads it on the host: run lazily, the "
+            "pending graph executes here each time; traced, the branch taken with the example "
+            "inputs is baked into the compiled graph and later values do not change it; use "
+            "`torch.where`"
         )
 
 
