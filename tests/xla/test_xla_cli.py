@@ -56,17 +56,20 @@ def test_cli_says_the_step_recompiles_every_step_at_its_line(xla_python, tmp_pat
     assert "recompiled" in html and "steps.py:21" in html
 
 
-def test_compare_on_xla_shows_graphs_and_ir_nodes_per_variant(xla_python, tmp_path, monkeypatch):
-    """Naive RMSNorm vs torch.rms_norm vs compiled (openxla) on the real torch-xla."""
+def test_compare_fix_on_xla_shows_graphs_and_ir_nodes_per_variant(
+    xla_python, tmp_path, monkeypatch
+):
+    """``compare --fix`` on the real torch-xla (issue 40, point 6): the naive RMSNorm, the
+    analysis' fix (TRN001: torch.rms_norm) and the compiled original (openxla)."""
     shutil.copytree(REPO / "samples", tmp_path / "samples")
     cli_env(monkeypatch, tmp_path)
-    done = trnlens("compare", "samples/rmsnorm.py::rmsnorm_naive",
-                   "samples/rmsnorm.py::rmsnorm_fused", "--compiled", "--backend", "xla",
+    done = trnlens("compare", "--fix", "samples/rmsnorm.py::rmsnorm_naive", "--backend", "xla",
                    "--python", str(xla_python), *FAST, "--format", "json", cwd=tmp_path,
                    timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(done.stdout)
     naive, fused, compiled = data["variants"]
+    assert "fixed: TRN001" in fused["variant"]["label"]
     assert compiled["variant"]["kind"] == "compiled"
     for v in (naive, fused, compiled):
         assert v["error"] is None and v["backend"] == "xla"
@@ -108,17 +111,22 @@ def test_cli_and_report_show_a_fine_tuning_steps_modules_and_library_lines(
     assert "on XLA the per-line figures are IR nodes and ops" in html
 
 
+def compare_training_steps(xla_python, tmp_path, monkeypatch, *steps: str) -> dict:
+    """``trnlens compare`` of the training fixture's steps on XLA, its JSON."""
+    shutil.copy(TRAINING, tmp_path / "training.py")
+    cli_env(monkeypatch, tmp_path)
+    done = trnlens("compare", *(f"training.py::{step}" for step in steps), "--backend", "xla",
+                   "--python", str(xla_python), *FAST, "--format", "json", cwd=tmp_path,
+                   timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 def test_compare_on_xla_a_training_step_with_and_without_its_host_read(
     xla_python, tmp_path, monkeypatch
 ):
     """Issue 40: before/after on XLA from the same state, in graphs and forced executions."""
-    shutil.copy(TRAINING, tmp_path / "training.py")
-    cli_env(monkeypatch, tmp_path)
-    done = trnlens("compare", "training.py::sgd_step", "training.py::logging_step",
-                   "--backend", "xla", "--python", str(xla_python), *FAST, "--format", "json",
-                   cwd=tmp_path, timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads(done.stdout)
+    data = compare_training_steps(xla_python, tmp_path, monkeypatch, "sgd_step", "logging_step")
     plain, logged = data["variants"]
     for v in (plain, logged):
         assert v["error"] is None and v["xla"]["skipped"] == []
@@ -130,3 +138,25 @@ def test_compare_on_xla_a_training_step_with_and_without_its_host_read(
     xla_table = text[text.index("XLA (per step: graphs executed") :].splitlines()
     row = next(line.split() for line in xla_table if line.strip().startswith("logging_step"))
     assert row[1] == "2" and row[-1] == "1"  # graphs per step, forced executions
+
+
+def test_compare_on_xla_a_ragged_batch_unpadded_and_padded_to_a_bucket(
+    xla_python, tmp_path, monkeypatch
+):
+    """Issue 40, point 6: batches of their own length recompile every step; padded to one
+    bucket on the host, with a mask as data, the step is one graph that compiles once."""
+    data = compare_training_steps(xla_python, tmp_path, monkeypatch, "unpadded_step",
+                                  "padded_step")  # fmt: skip
+    unpadded, padded = (v["xla"] for v in data["variants"])
+    assert unpadded["recompiles_every_step"] is True
+    assert unpadded["compiles_in_window"] == unpadded["window_steps"] > 0
+    measured = [r for r in unpadded["recompiles"] if r["phase"] == "measured"]
+    assert measured and len(measured[0]["shapes"]) >= 2
+    assert "bucket" in measured[0]["advice"]
+    assert padded["compiles_in_window"] == 0 and padded["recompiles_every_step"] is False
+    assert padded["per_step"]["graphs"] == 1
+    text = render_comparison(data)
+    xla_table = text[text.index("XLA (per step: graphs executed") :].splitlines()
+    rows = {line.split()[0]: line.split() for line in xla_table if line.strip()}
+    assert rows["unpadded_step"][2] == str(unpadded["compiles_in_window"])
+    assert rows["padded_step"][2] == "0"

@@ -31,6 +31,7 @@ import types
 from collections.abc import Mapping
 
 from .events import LINE_LABEL, MODULE_LABEL
+from .loader import VARIANT_FILE_PREFIX
 
 _AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,8 +61,8 @@ class FrameKinds:
                 found = "agent"
             elif path in self._plumbing:
                 found = "plumbing"
-            elif self.is_project_file(filename):
-                found = "project"
+            elif filename.startswith(VARIANT_FILE_PREFIX) or self.is_project_file(filename):
+                found = "project"  # a variant's source text (a fix run as text): the user's code
             else:
                 found = "other"
             self._kind[filename] = found
@@ -71,10 +72,12 @@ class FrameKinds:
         """Project files relative (posix), others absolute."""
         found = self._display.get(filename)
         if found is None:
-            if self.kind(filename) == "project":
+            if filename.startswith("<"):
+                found = filename
+            elif self.kind(filename) == "project":
                 found = self.relpath(filename).replace(os.sep, "/")
             else:
-                found = os.path.abspath(filename) if not filename.startswith("<") else filename
+                found = os.path.abspath(filename)
             self._display[filename] = found
         return found
 

@@ -17,7 +17,6 @@ from . import events as ev
 from .attribution import library_of
 from .backward.links import BackwardLinks, node_of
 from .events import MODULE_LABEL
-from .loader import VARIANT_FILE_PREFIX
 
 # Ops that copy one scalar to the host: the host waits for everything queued before them.
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "aten::is_nonzero")
@@ -100,8 +99,7 @@ class Breakdown:
     def _frame(self, raw: tuple | None) -> dict | None:
         if raw is None:
             return None
-        # A variant's source text (a fix run as text) is the user's code, not a library's.
-        project = self.kinds.kind(raw[0]) == "project" or raw[0].startswith(VARIANT_FILE_PREFIX)
+        project = self.kinds.kind(raw[0]) == "project"  # a variant's source text too
         return {
             "path": self.kinds.display(raw[0]),
             "line": raw[1],

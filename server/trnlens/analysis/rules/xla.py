@@ -346,7 +346,8 @@ class DataDependentShape(_XlaRule):
         return (
             f"on XLA, `{name}` has an output shape that depends on the data: the pending graph "
             "executes here to know it (and the op may fall back to the CPU); keep a fixed shape "
-            "(a mask multiplied in, `torch.where(cond, a, b)`)"
+            "(a slice such as `x[:, :n]` when the selection is a prefix, a mask multiplied in, "
+            "`torch.where(cond, a, b)`)"
         )
 
 
