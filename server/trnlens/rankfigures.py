@@ -83,20 +83,27 @@ def short_collective_hint(row: dict, suffix: str = "", limit: int = HINT_CHARS) 
     """The collective's hint within ``limit`` characters: the rank that waited longest and for
     how long, of how long it was in the call (``all_reduce: r0 waits 1.36 ms of 5.77 ms``);
     every rank's figures go to the tooltip (:func:`collective_hint`)."""
+    labels = collective_labels(row, suffix)
+    return next((text for text in labels if len(text) <= limit), labels[-1])
+
+
+def collective_labels(row: dict, suffix: str = "") -> list[str]:
+    """The collective hint's labels, richest first, each ending with ``suffix``: the wait of
+    the rank that waited longest is in every one."""
     per_rank = row.get("per_rank") or []
     if not per_rank:
-        return f"{row['name']}{suffix}"
+        return [f"{row['name']}{suffix}"]
     worst = max(per_rank, key=lambda p: p.get("wait_per_step_us") or 0)
     wait = units.duration(worst.get("wait_per_step_us"))
     inside = units.duration(worst.get("time_per_step_us"))
-    for text in (
-        f"{row['name']}: r{worst['rank']} waits {wait} of {inside}",
-        f"{row['name']}: r{worst['rank']} waits {wait}",
-        f"r{worst['rank']} waits {wait}",
-    ):
-        if len(text + suffix) <= limit:
-            return text + suffix
-    return f"r{worst['rank']} waits {wait}{suffix}"
+    return [
+        text + suffix
+        for text in (
+            f"{row['name']}: r{worst['rank']} waits {wait} of {inside}",
+            f"{row['name']}: r{worst['rank']} waits {wait}",
+            f"r{worst['rank']} waits {wait}",
+        )
+    ]
 
 
 def collective_hint(row: dict) -> str:

@@ -28,6 +28,7 @@ from trnlens.libraries import swap
 from trnlens.lsp import format, markdown
 from trnlens.lsp.command_ids import MEASURE_FIX  # lsp/commands.py: falls back to the run's swaps
 from trnlens.lsp.documents import Placement, ProfiledDocument
+from trnlens.lsp.hints import STALE, Labelled, dropping, fitted
 from trnlens.lsp.run_findings import ast_position, line_range
 
 SOURCE = "trnlens (library)"
@@ -260,6 +261,12 @@ def _clock(placement: Placement) -> str:
 def inlay_hints(
     doc: ProfiledDocument, others: Iterable[ProfiledDocument], range_: types.Range
 ) -> list[types.InlayHint]:
+    return fitted(labelled(doc, others, range_))
+
+
+def labelled(
+    doc: ProfiledDocument, others: Iterable[ProfiledDocument], range_: types.Range
+) -> list[Labelled]:
     """Hints on the lines of a library file that runs placed on open documents executed."""
     path = _resolved(doc.path)
     text_lines = doc.text.splitlines()
@@ -284,18 +291,18 @@ def inlay_hints(
             parts.extend(
                 format.backward_share(time_us, frame.get("backward_self_time_per_step_us") or 0)
             )
-        if _changed(placement, str(frame.get("path")), digest):
-            parts.append("stale")  # the file changed since the run read it: lines may have moved
+        # the file changed since the run read it: lines may have moved
+        stale = STALE if _changed(placement, str(frame.get("path")), digest) else ""
         callers = ", ".join(f"{c['path']}:{c['line']}" for c in frame.get("callers") or [])
-        hints.append(
-            types.InlayHint(
-                position=types.Position(line, len(text_lines[line].encode("utf-16-le")) // 2),
-                label=" · ".join(parts),
-                padding_left=True,
-                tooltip=f"measured by run {placement.result.run_id} of "
-                f"{placement.result.identity}" + (f", called from {callers}" if callers else ""),
-            )
+        labels = dropping(parts, 2, stale)  # share and time kept (hints.fitted)
+        hint = types.InlayHint(
+            position=types.Position(line, len(text_lines[line].encode("utf-16-le")) // 2),
+            label=labels[0],
+            padding_left=True,
+            tooltip=f"measured by run {placement.result.run_id} of "
+            f"{placement.result.identity}" + (f", called from {callers}" if callers else ""),
         )
+        hints.append(Labelled(hint, labels))
     return hints
 
 
