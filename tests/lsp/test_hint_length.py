@@ -149,8 +149,8 @@ async def test_cpu_backward_and_rank_hints_fit_43_with_stale_and_the_wait(tmp_pa
         assert "waits" in lines[BACKWARD], lines  # the backward line, one down
 
 
-async def test_a_notebook_cells_hints_fit_43_and_say_stale(tmp_path):
-    root = workspace(tmp_path)
+def store_notebook_run(root: Path) -> None:
+    """A run of the sample notebook's ``rms`` (its rsqrt line's figures as wide as above)."""
     shutil.copy(SAMPLE, root / "nb.ipynb")
     joined = cells.join_notebook((root / "nb.ipynb").read_text("utf-8")).text
     naive = joined.splitlines().index(
@@ -163,6 +163,11 @@ async def test_a_notebook_cells_hints_fit_43_and_say_stale(tmp_path):
     result["lines"] = [{**entry(naive + 1, 192_000.0, 443, backward=210), "path": "nb.ipynb"}]
     with Store(root) as store:
         store.add(result)
+
+
+async def test_a_notebook_cells_hints_fit_43_and_say_stale(tmp_path):
+    root = workspace(tmp_path)
+    store_notebook_run(root)
     _, in_cell = cell_line(root / "nb.ipynb", "rms-cell", "torch.rsqrt")
     async with editor(root) as ed:
         cell = open_notebook(ed)["rms-cell"]
