@@ -11,11 +11,10 @@ functions call) gets one hint naming each run's function.
 Every hint fits VS Code's default ``editor.inlayHints.maximumLength`` (43 characters for all the
 hints of a line together: beyond it the editor cuts the label with "…" and drops the line's
 later hints). Each kind of hint gives its labels richest first (:class:`Labelled`);
-:func:`fitted` takes, line by line, the richest that fit together, the first hint of a line
+:func:`fitted` takes, line by line, the richest that fit together, the hint of highest priority
 kept richest, and puts what a label left out in its tooltip; ``stale`` is said once a line. A
-line's hint keeps its share and
-time (its key figures) and ``stale``; it drops, in this order, the def line's mode label, the
-backward share (first said ``bwd 58%``) and the dispatches.
+line's hint keeps its share and time (its key figures) and ``stale``; it drops, in this order,
+the def line's mode label, the backward share (first said ``bwd 58%``) and the dispatches.
 """
 
 from __future__ import annotations
@@ -141,10 +140,6 @@ def line_parts(entry: dict, total_us: float) -> list[str]:
     if entry.get("label"):  # the backward training mode adds, on the def line
         parts.append(entry["label"])
     return parts
-
-
-def line_label(entry: dict, total_us: float) -> str:
-    return " · ".join(line_parts(entry, total_us))
 
 
 def backward_tip(entry: dict) -> str:
