@@ -184,7 +184,8 @@ def test_a_change_within_either_runs_spread_is_no_change():
     later = run(2, 130.0, 128.0, 132.0)  # +30 %, narrow, but within the base's spread
     found = history.change(base, later, 0.1)
     assert found.spread_us == 45.0 and found.verdict == "no change" and not found.regression
-    assert history.change_text(found.to_json()) == "no change (+30%)"
+    # over the threshold: said "within noise", never "no change (+30%)"
+    assert history.change_text(found.to_json()) == "+30% within noise"
 
 
 def test_a_slowdown_measured_on_a_busy_machine_is_noisy_not_a_regression():

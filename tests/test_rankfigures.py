@@ -20,7 +20,9 @@ RESULT = {
 
 
 def test_the_headline_names_the_slowest_rank_and_the_costliest_collective():
-    assert rankfigures.headline(RESULT) == "2 ranks · slowest rank 1 (+38%) · 24% in all_reduce"
+    assert rankfigures.headline(RESULT) == (
+        "2 ranks · slowest rank 1 (busy +38%) · 24% in all_reduce"
+    )
 
 
 def test_a_single_process_result_has_no_ranks_headline():
@@ -29,7 +31,9 @@ def test_a_single_process_result_has_no_ranks_headline():
 
 
 def test_without_collectives_the_headline_stops_at_the_slowest_rank():
-    assert rankfigures.headline({**RESULT, "collectives": []}) == "2 ranks · slowest rank 1 (+38%)"
+    assert rankfigures.headline({**RESULT, "collectives": []}) == (
+        "2 ranks · slowest rank 1 (busy +38%)"
+    )
 
 
 def test_a_collectives_hint_lists_each_ranks_wait_in_rank_order():
@@ -50,8 +54,23 @@ def test_what_a_collective_moved_names_ddps_buckets_and_fsdps_modules():
 
 
 def test_the_lens_says_the_ranks_once_and_whose_figures_it_shows():
-    assert rankfigures.lens_text(RESULT) == "rank 1 of 2 (slowest, +38%) · 24% in all_reduce"
+    assert rankfigures.lens_text(RESULT) == "rank 1 of 2 (slowest: busy +38%) · 24% in all_reduce"
     assert rankfigures.lens_text({**RESULT, "world_size": 1}) is None
+
+
+def test_the_slowest_ranks_lead_names_what_it_compares():
+    """Issue 42: "rank 0 of 2 (slowest, +68%)" where the walls were 7.27 and 7.20 ms: the +68%
+    is busy time (wall minus the wait in collectives), and the words now say so, the walls'
+    near-equality beside it."""
+    ranks = [
+        {"rank": 0, "wall_time_per_step_us": 7270.0, "busy_time_per_step_us": 5000.0},
+        {"rank": 1, "wall_time_per_step_us": 7200.0, "busy_time_per_step_us": 2976.0},
+    ]
+    result = {**RESULT, "ranks": ranks, "slowest_rank": 0,
+              "rank_spread": {"slowest_vs_others_pct": 68.0}}  # fmt: skip
+    assert rankfigures.lens_text(result).startswith("rank 0 of 2 (slowest: busy +68%, wall +1%)")
+    assert rankfigures.headline(result).startswith("2 ranks · slowest rank 0 (busy +68%, wall +1%)")
+    assert rankfigures.versus_others({**result, "rank_spread": None}) == ""
 
 
 def test_the_slowest_view_takes_the_slowest_ranks_own_figures():

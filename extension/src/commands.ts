@@ -203,21 +203,18 @@ export async function selectTarget(deps: CommandDeps): Promise<void> {
 }
 
 export async function clearResults(deps: CommandDeps): Promise<void> {
+  // Always asked: with the focus on no Python editor (a report or a notebook beside the code)
+  // it cleared every file's runs, library hints included, without a word.
   const editor = api.activeEditor();
-  let argument: object = {};
+  const scopes = [{ label: 'All files', description: 'every run in the open projects', all: true }];
   if (editor?.languageId === 'python') {
-    const scope = await api.showQuickPick(
-      [
-        { label: 'This file', description: api.fsPath(editor.uri), all: false },
-        { label: 'All files', description: 'every run in the open projects', all: true },
-      ],
-      'Clear which trnlens results?',
-    );
-    if (scope === undefined) {
-      return;
-    }
-    argument = scope.all ? {} : { uri: editor.uri };
+    scopes.unshift({ label: 'This file', description: api.fsPath(editor.uri), all: false });
   }
+  const scope = await api.showQuickPick(scopes, 'Clear which trnlens results?');
+  if (scope === undefined || editor === undefined && !scope.all) {
+    return;
+  }
+  const argument = scope.all || editor === undefined ? {} : { uri: editor.uri };
   const answer = await deps.server.executeCommand<{ cleared: number }>(
     SERVER.clearResults,
     argument,

@@ -62,7 +62,7 @@ export function render(view: StatusView): {
     icon = RUN_ICONS[view.run.state] ?? '$(sync~spin)';
     parts.push(`${view.run.qualname} ${view.run.state}${where(view.run)}`);
     if (view.run.message) {
-      tooltip.push(`${view.run.qualname}: ${view.run.message}`);
+      tooltip.push(named(view.run.qualname, view.run.message));
     }
   }
   if (view.alsoPending > 0) {
@@ -74,6 +74,14 @@ export function render(view: StatusView): {
     command: SELECT_TARGET_COMMAND,
     error: view.run?.state === 'failed',
   };
+}
+
+/** The run's last message, named once: the server's end message names the function already
+ * (`logits: 24.2 ms ...`, `logits raised: ...`, `compared logits: ...`), its phase reports do
+ * not (`warm-up 2 of 3`). */
+function named(qualname: string, message: string): string {
+  const already = [`${qualname}: `, `${qualname} `, `compared ${qualname}: `];
+  return already.some((start) => message.startsWith(start)) ? message : `${qualname}: ${message}`;
 }
 
 /** Where a pending run is, from its state (never its words): ` 3/5` for the pass's step of

@@ -14,8 +14,10 @@ than ``threshold`` (a share: 0.1 = 10 %) **and** by more than each run's measure
 min-max range: ``max(base.max - base.min, run.max - run.min)``), and neither run says its timing
 was unreliable (a timing spread above half its median, or a machine busier than its cores):
 then the verdict is "noisy", a slowdown that no measurement here can confirm. A difference within
-the spread is "no change", however large the relative change. Without a timing pass on both sides
-the spread is unknown and counted as 0 (the report says so).
+the spread of two reliable runs is "no change" (said "within noise", never "no change" beside a
+change over the threshold); two reliable runs' spreads are each under half their median, so that
+covers at most +100% / −50%. Without a timing pass on both sides the spread is unknown and
+counted as 0 (the report says so).
 
 Identity across renames: a function's history is the runs of ``path::qualname`` plus those of the
 identities it used to have: earlier paths of the file by git's rename detection
@@ -136,13 +138,28 @@ class Change:
 
     @property
     def verdict(self) -> str:
-        """'regression', 'faster', 'no change' or 'noisy' (beyond the threshold and the spread,
-        but measured when either run's timing was unreliable)."""
-        if abs(self.ratio) <= self.threshold or abs(self.delta_us) <= self.spread_us:
+        """'regression', 'faster', 'no change' (within the threshold, or within the runs'
+        spread) or 'noisy' (beyond the threshold, measured when either run's timing was
+        unreliable: its spread is no test then, so no "within noise" covers a +768%)."""
+        if abs(self.ratio) <= self.threshold:
             return "no change"
         if self.noisy:
             return "noisy"
+        if abs(self.delta_us) <= self.spread_us:
+            return "no change"
         return "regression" if self.delta_us > 0 else "faster"
+
+    @property
+    def under_threshold(self) -> bool:
+        return abs(self.ratio) <= self.threshold
+
+    def unreliable_why(self, against: str = "previous") -> str | None:
+        """Why the pair's timing is unreliable (the run's reason first), or None."""
+        why = unreliable(self.run)
+        if why:
+            return why
+        why = unreliable(self.base)
+        return f"the {against} run: {why}" if why else None
 
     @property
     def regression(self) -> bool:
@@ -203,14 +220,18 @@ def unreliable(run: dict) -> str | None:
 
 
 def change_text(found: dict) -> str:
-    """A change as the CLI says it: '+50% REGRESSION', '−42% faster', 'no change (+3%)' or
-    '+684% noisy' (the JSON of :meth:`Change.to_json`), with ' · 131 → 151 dispatches' after
-    it, and 'no change in time', when the dispatches changed."""
+    """A change as the CLI says it: '+50% REGRESSION', '−42% faster', 'no change (+3%)' (under
+    the threshold), '+30% within noise' (over it, within the runs' spread) or '+684% noisy'
+    (the JSON of :meth:`Change.to_json`), with ' · 131 → 151 dispatches' after it, and 'no
+    change in time', when the dispatches changed."""
     pct = percent(found["change_pct"] / 100)
     verdict = found.get("verdict") or ("regression" if found.get("regression") else "no change")
     extra = dispatch_text(found)
+    within = abs(found["change_pct"]) > found.get("threshold_pct", 0)  # the spread, not the bar
     if verdict == "regression":
         text = f"{pct} REGRESSION"
+    elif verdict == "no change" and within:
+        text = f"{pct} within noise"
     elif verdict == "no change":
         text = f"no change in time ({pct})" if extra else f"no change ({pct})"
     else:

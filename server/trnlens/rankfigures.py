@@ -14,19 +14,52 @@ def is_multi_rank(result: dict) -> bool:
 
 
 def headline(result: dict) -> str | None:
-    """``2 ranks · slowest rank 1 (+38%) · 24% in all_reduce``."""
+    """``2 ranks · slowest rank 1 (busy +38%, wall +1%) · 24% in all_reduce``."""
     if not is_multi_rank(result):
         return None
     parts = [f"{result['world_size']} ranks"]
     slowest = result.get("slowest_rank")
-    spread = result.get("rank_spread") or {}
     if slowest is not None:
-        pct = spread.get("slowest_vs_others_pct")
-        parts.append(f"slowest rank {slowest}" + (f" (+{pct:.0f}%)" if pct is not None else ""))
+        compared = versus_others(result)
+        parts.append(f"slowest rank {slowest}" + (f" ({compared})" if compared else ""))
     top = top_collective(result)
     if top is not None and top.get("share_of_step") is not None:
         parts.append(f"{100 * top['share_of_step']:.0f}% in {top['name']}")
     return " · ".join(parts)
+
+
+def versus_others(result: dict) -> str:
+    """``busy +68%, wall +1%``: the slowest rank against the other ranks' median, named by what
+    is compared. Busy time (wall minus the wait in collectives) names the slowest rank: ranks
+    that wait for each other end their steps together, so their wall times agree (7.27 and
+    7.20 ms) while one of them did 68% more work. "" when the run has no such figures."""
+    found = []
+    busy = (result.get("rank_spread") or {}).get("slowest_vs_others_pct")
+    if busy is not None:
+        found.append(f"busy {_signed(busy)}")
+        wall = _slowest_vs_others(result, "wall_time_per_step_us")
+        if wall is not None:
+            found.append(f"wall {_signed(wall)}")
+    return ", ".join(found)
+
+
+def _slowest_vs_others(result: dict, key: str) -> float | None:
+    """The slowest rank's ``key`` against the other ranks' median, in percent."""
+    slowest = result.get("slowest_rank")
+    rows = [r for r in result.get("ranks") or [] if r.get(key) is not None]
+    mine = [r[key] for r in rows if r.get("rank") == slowest]
+    others = sorted(r[key] for r in rows if r.get("rank") != slowest)
+    if not mine or not others:
+        return None
+    middle = len(others) // 2
+    reference = others[middle] if len(others) % 2 else (others[middle - 1] + others[middle]) / 2
+    return (mine[0] / reference - 1) * 100 if reference else None
+
+
+def _signed(pct: float) -> str:
+    """``+68%``, ``−1%``, ``±0%`` (a real minus sign, as the lens's other changes)."""
+    value = round(pct)
+    return "±0%" if value == 0 else f"+{value}%" if value > 0 else f"−{-value}%"
 
 
 def slowest_row(result: dict) -> dict | None:
@@ -54,16 +87,17 @@ def slowest_view(result: dict) -> dict:
 
 
 def lens_text(result: dict) -> str | None:
-    """``rank 1 of 2 (slowest, +38%) · 24% in all_reduce``: said once, before the slowest
-    rank's figures (the lens's), so that no figure reads as the whole run's or as rank 0's."""
+    """``rank 1 of 2 (slowest: busy +38%, wall +1%) · 24% in all_reduce``: said once, before
+    the slowest rank's figures (the lens's), so that no figure reads as the whole run's or as
+    rank 0's; what is compared named (:func:`versus_others`)."""
     if not is_multi_rank(result):
         return None
     slowest = result.get("slowest_rank")
-    pct = (result.get("rank_spread") or {}).get("slowest_vs_others_pct")
     if slowest is None:
         parts = [f"rank 0 of {result['world_size']}"]
     else:
-        extra = f", +{pct:.0f}%" if pct is not None else ""
+        compared = versus_others(result)
+        extra = f": {compared}" if compared else ""
         parts = [f"rank {slowest} of {result['world_size']} (slowest{extra})"]
     top = top_collective(result)
     if top is not None and top.get("share_of_step") is not None:
@@ -83,20 +117,27 @@ def short_collective_hint(row: dict, suffix: str = "", limit: int = HINT_CHARS) 
     """The collective's hint within ``limit`` characters: the rank that waited longest and for
     how long, of how long it was in the call (``all_reduce: r0 waits 1.36 ms of 5.77 ms``);
     every rank's figures go to the tooltip (:func:`collective_hint`)."""
+    labels = collective_labels(row, suffix)
+    return next((text for text in labels if len(text) <= limit), labels[-1])
+
+
+def collective_labels(row: dict, suffix: str = "") -> list[str]:
+    """The collective hint's labels, richest first, each ending with ``suffix``: the wait of
+    the rank that waited longest is in every one."""
     per_rank = row.get("per_rank") or []
     if not per_rank:
-        return f"{row['name']}{suffix}"
+        return [f"{row['name']}{suffix}"]
     worst = max(per_rank, key=lambda p: p.get("wait_per_step_us") or 0)
     wait = units.duration(worst.get("wait_per_step_us"))
     inside = units.duration(worst.get("time_per_step_us"))
-    for text in (
-        f"{row['name']}: r{worst['rank']} waits {wait} of {inside}",
-        f"{row['name']}: r{worst['rank']} waits {wait}",
-        f"r{worst['rank']} waits {wait}",
-    ):
-        if len(text + suffix) <= limit:
-            return text + suffix
-    return f"r{worst['rank']} waits {wait}{suffix}"
+    return [
+        text + suffix
+        for text in (
+            f"{row['name']}: r{worst['rank']} waits {wait} of {inside}",
+            f"{row['name']}: r{worst['rank']} waits {wait}",
+            f"r{worst['rank']} waits {wait}",
+        )
+    ]
 
 
 def collective_hint(row: dict) -> str:

@@ -20,7 +20,7 @@ def test_the_per_rank_table(tmp_path):
     done = trnlens("profile", "--nproc-per-node", "2", *FAST, "ranks_step.py::step", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "Ranks  (2 ranks · slowest rank 1 (+" in out and "process group gloo" in out
+    assert "Ranks  (2 ranks · slowest rank 1 (busy +" in out and "process group gloo" in out
     header = next(line for line in out.splitlines() if line.strip().startswith("Rank  Host"))
     assert header.split() == ["Rank", "Host", "Wall", "Busy", "CPU", "(step)", "Dispatches",
                               "In", "collectives", "Waiting", "Exposed", "Bandwidth", "Timing",

@@ -38,7 +38,8 @@ async def test_a_two_rank_target_shows_the_slowest_rank_on_the_lens_and_waits_on
         title = (await ed.lenses(uri))["step"].command.title
         # the ranks said once, then the slowest rank's own figures, labelled with it (issue 33)
         assert re.search(
-            r"^▶ Profile on two · rank [01] of 2 \(slowest, \+\d+%\) · \d+% in all_reduce · "
+            r"^▶ Profile on two · rank [01] of 2 \(slowest: busy \+\d+%, wall [+−±]\d+%\) · "
+            r"\d+% in all_reduce · "
             r"[\d.]+ (ns|µs|ms|s) (unprofiled|CPU \(ops\), profiled)",
             title,
         ), title

@@ -13,7 +13,7 @@ import pytest
 from lsprotocol import types
 from pygls.protocol import default_converter
 from trnlens.agent.protocol import Progress
-from trnlens.lsp.progress import RunProgress, run_state
+from trnlens.lsp.progress import RunProgress, phase_words, run_state
 
 
 class StandInServer:
@@ -71,3 +71,13 @@ async def test_a_client_without_progress_gets_none():
 def test_an_unknown_outcome_is_refused():
     with pytest.raises(ValueError, match="unknown run outcome 'done'"):
         run_state("ended", outcome="done")
+
+
+def test_a_reports_words_say_the_phase_once():
+    """Issue 42: "warm-up warm-up 2 of 3" (the agent's step words start with their phase)."""
+    assert phase_words(Progress(None, "warm-up", 0, "warm-up 2 of 3", 1, 2, 3)) == "warm-up 2 of 3"
+    assert phase_words(Progress(None, "measuring", 0, "profiled step 2 of 5")) == (
+        "measuring profiled step 2 of 5"
+    )
+    assert phase_words(Progress(None, "importing", 0, "torch")) == "importing torch"
+    assert phase_words(Progress(None, "exporting")) == "exporting"

@@ -65,7 +65,7 @@ def test_the_lens_says_2_ranks_once_and_shows_the_slowest_ranks_figures_labelled
     )
     title = lenses.resolve(doc, lens, lambda uri, q: None).command.title
     assert title.startswith(
-        "▶ Profile · rank 1 of 2 (slowest, +38%) · 24% in all_reduce · 400 µs CPU (ops)"
+        "▶ Profile · rank 1 of 2 (slowest: busy +38%) · 24% in all_reduce · 400 µs CPU (ops)"
     ), title
     assert "16 dispatches" in title and "4 dispatches" not in title
     assert title.count("rank") == 1 and "2 ranks" not in title

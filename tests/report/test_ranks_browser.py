@@ -55,5 +55,5 @@ def test_the_ranks_section_in_chromium(ranked_report):
     assert seen["marked"] == ["rank 1 ◀ slowest"]
     assert seen["lanes"] == ["steps", "work", "collectives"]
     assert "wait in all_reduce" in seen["details"] and "ranks_step.py:" in seen["details"]
-    assert seen["headline"].startswith("2 ranks · slowest rank 1 (+")
+    assert seen["headline"].startswith("2 ranks · slowest rank 1 (busy +")
     assert shot.stat().st_size > 10_000

@@ -40,9 +40,15 @@ async def test_lens_and_hints_after_an_xla_run(xla_python, tmp_path):
         assert "recompiled" in title and f"(shape, :{LENGTH + 1})" in title, title
         assert "1 CPU fallback" in title, title
 
-        hints = {h.position.line: h.label for h in await ed.hints(uri)}
+        # each within VS Code's 43 characters, the problem in the label, the rest in the
+        # tooltip (lsp/hints.py fitted)
+        found = {h.position.line: h for h in await ed.hints(uri)}
+        assert all(len(str(h.label)) <= 43 for h in found.values()), found
+        hints = {line: f"{h.label}\n{h.tooltip}" for line, h in found.items()}
+        assert "recompiles" in str(found[LENGTH].label), found[LENGTH]
         assert "recompiles every step: shape" in hints[LENGTH], hints
         assert "IR node" in hints[LENGTH] and "graph" in hints[LENGTH]
+        assert "CPU fallback" in str(found[FALLBACK].label), found[FALLBACK]
         assert "CPU fallback aten::nonzero" in hints[FALLBACK], hints
 
         fallbacks = await ed.wait_for(lambda: ed.diagnostics(uri, "xla-fallback"), what="diag")

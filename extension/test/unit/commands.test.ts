@@ -232,6 +232,13 @@ describe('commands', () => {
     await run(COMMANDS.clearResults);
     assert.deepEqual(server.executed.map((e) => e.argument), [{ uri: URI }, {}]);
     assert.match(state.shown[0].message, /cleared 3 stored run/);
+    // no Python editor in focus (a report, a notebook): asked all the same, never cleared
+    // silently; dismissed, nothing is cleared (issue 42)
+    state.editor = undefined;
+    state.quickPick = () => undefined;
+    await run(COMMANDS.clearResults);
+    assert.deepEqual(state.quickPicks.at(-1)?.labels, ['All files']);
+    assert.equal(server.executed.length, 2);
   });
 
   it('Open in Neuron Explorer names the function and relays port problems', async () => {

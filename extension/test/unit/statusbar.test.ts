@@ -25,6 +25,13 @@ describe('render', () => {
     assert.equal(failed.text, '$(error) trnlens: local · rmsnorm_naive failed');
     assert.ok(failed.error);
     assert.match(failed.tooltip, /failed: boom/);
+    // the function named once in the tooltip: the end message names it already (issue 42)
+    const done = render({ ...view, run: run('done', 'rmsnorm_naive: 24.2 ms unprofiled') });
+    assert.match(done.tooltip, /\nrmsnorm_naive: 24\.2 ms unprofiled$/);
+    const raised = render({ ...view, run: run('failed', 'rmsnorm_naive raised: ValueError') });
+    assert.match(raised.tooltip, /\nrmsnorm_naive raised: ValueError$/);
+    assert.match(render({ ...view, run: run('done', 'compared rmsnorm_naive: fixed 1.4×') }).tooltip, /\ncompared rmsnorm_naive: fixed 1\.4×$/);
+    assert.match(render({ ...view, run: run('warm-up', 'warm-up 2 of 3') }).tooltip, /\nrmsnorm_naive: warm-up 2 of 3$/);
     assert.match(render({ ...view, run: run('measuring'), alsoPending: 2 }).text, /· \+2 queued$/);
     // where the run is, from its state: the pass's step of steps, the variant of a comparison
     const measuring = { ...run('measuring'), step: 3, steps: 5, variant: 1, variants: 3 } as StatusView['run'];

@@ -131,7 +131,9 @@ def _verdict(change: dict) -> str:
             f"{pct}, but a run's timing was unreliable (busy machine or wide spread): no "
             "verdict; measure both again on a quiet machine"
         )
-    return f"no change: {pct} is within {change['threshold_pct']:g}% or {spread}"
+    if abs(change["change_pct"]) > change["threshold_pct"]:  # the spread covers it, not the bar
+        return f"within noise: {pct} is beyond {change['threshold_pct']:g}% but within {spread}"
+    return f"no change: {pct} is within {change['threshold_pct']:g}%"
 
 
 def render(report: dict) -> str:

@@ -23,7 +23,8 @@ def register(sub) -> None:
         "under its earlier names: git renames, or the same source at another path). 'change' "
         "is against the previous run with the same target, backend, mode and inputs; "
         "'regression' needs the threshold and each run's measured spread exceeded, on runs whose "
-        "timing was reliable (else 'noisy'); within the spread it reads 'no change'.",
+        "timing was reliable (else 'noisy'); under the threshold it reads 'no change', over it but "
+        "within the spread 'within noise'.",
     )
     parser.add_argument("spec", metavar="PATH::QUALNAME")
     parser.add_argument("--format", default="table", choices=["table", "json"])

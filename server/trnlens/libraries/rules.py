@@ -259,12 +259,11 @@ def _measured(
     name = owner or qualname
     # Named by the def line of the method (what a reader looks for), placed at the pattern's.
     where = f"{_library_text(library)}, {os.path.basename(path)}:{first}"
-    phrase = PHRASES.get(finding.code) or finding.message.removesuffix(NOT_TIMED).split(":")[0]
     of_total = f" of {_number(totals.dispatches)}" if totals.dispatches else ""
-    if calls and backward:
+    if calls and backward:  # "per call" holds for both directions: "16.8 backward" is a count
         cost = (
-            f"{_number((dispatches - backward) / calls)} dispatches a call forward and "
-            f"{_number(backward / calls)} backward, {_number(calls)} calls, "
+            f"{_number((dispatches - backward) / calls)} dispatches forward and "
+            f"{_number(backward / calls)} backward per call, {_plural(calls, 'call')}, "
             f"{_number(dispatches)}{of_total} per step"
         )
     elif calls:
@@ -275,9 +274,15 @@ def _measured(
     else:
         both = f" ({_number(backward)} of them backward)" if backward else ""
         cost = f"{_number(dispatches)}{of_total} dispatches per step{both}"
+    phrase = PHRASES.get(finding.code)
+    if phrase:
+        message = f"{name} ({where}) is {phrase}: {cost}"
+    else:  # the rule's own sentence ("`beta1` does not change in the loop but ..."), whole
+        said = finding.message.removesuffix(NOT_TIMED).split("; ")[0].rstrip(" .")
+        message = f"{name} ({where}): {said}; measured {cost}"
     entry = {
         "code": finding.code,
-        "message": f"{name} ({where}) is {phrase}: {cost}",
+        "message": message,
         "static_message": finding.message.removesuffix(NOT_TIMED),
         "severity": finding.severity,
         "library": library,

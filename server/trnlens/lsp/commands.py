@@ -120,15 +120,18 @@ async def clear_results(app: Services, arg: ClearArgument) -> Answer:
     """-> {cleared}: forgets one file's runs, or every run of the open projects."""
     ctx, cleared = app.ctx, 0
     if arg.uri is not None:
-        root, relpath = ctx.root_and_relpath(ctx.path_of(arg.uri))
+        # a notebook cell's uri (the editor's active cell) stands for its notebook: the runs
+        # are the notebook's document's, and only its own go
+        uri = ctx.cells.get(arg.uri, arg.uri)
+        root, relpath = ctx.root_and_relpath(ctx.path_of(uri))
         store = ctx.store(root)
         if store is not None:
             cleared = store.clear(relpath)
-        doc = ctx.documents.get(arg.uri)
+        doc = ctx.documents.get(uri)
         if doc is not None:
             doc.clear_runs()
-        app.analysis.forget_comparisons(arg.uri)
-        uris = [arg.uri]
+        app.analysis.forget_comparisons(uri)
+        uris = [uri]
     else:
         for root in ctx.roots():
             store = ctx.store(root)

@@ -30,14 +30,17 @@ def age(created_at: str, now: dt.datetime | None = None) -> str:
     return f"{round(seconds / 86400)} d ago"
 
 
-def headline(result: Result) -> str:
+def headline(result: Result, per_step: bool = False) -> str:
     """'1.44 ms unprofiled · 6 dispatches': the run's one headline figure (trnlens.headline, the
     same in the lens, the hover, the toast, the CLI and the report), its dispatches, and
-    'noisy' when the steps' spread was wide (see the warnings)."""
+    'noisy' when the steps' spread was wide (see the warnings). ``per_step``: the figures say
+    so before 'noisy' ('6 dispatches per step · noisy', never '· noisy per step')."""
     data = result.data
     parts = [run_headline(data).text]
     if data.get("dispatches_per_step") is not None:
         parts.append(count(data["dispatches_per_step"], "dispatch"))
+    if per_step:
+        parts[-1] += " per step"
     if (data.get("stability") or {}).get("noisy"):
         parts.append("noisy")
     return " · ".join(parts)

@@ -75,10 +75,13 @@ async def inlay_hint(app: Services, params: types.InlayHintParams) -> list[types
     doc = await ctx.document(params.text_document.uri)
     if doc is None or not ctx.settings_for(doc.root).hints_enabled:
         return []
-    found = hints.inlay_hints(doc, params.range) + rank_hints.inlay_hints(doc, params.range)
-    found += xla_figures.inlay_hints(doc, params.range)
-    found += library.inlay_hints(doc, ctx.documents.values(), params.range)
-    return sorted(found, key=lambda h: h.position.line)
+    # every line's hints together within VS Code's default length (hints.fitted)
+    return hints.fitted(
+        hints.labelled(doc, params.range)
+        + rank_hints.labelled(doc, params.range)
+        + xla_figures.labelled(doc, params.range)
+        + library.labelled(doc, ctx.documents.values(), params.range)
+    )
 
 
 @guarded(None)

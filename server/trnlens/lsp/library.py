@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from lsprotocol import types
 
 from trnlens.libraries import swap
-from trnlens.lsp import format, markdown
+from trnlens.lsp import format, markdown, run_findings
 from trnlens.lsp.command_ids import MEASURE_FIX  # lsp/commands.py: falls back to the run's swaps
 from trnlens.lsp.documents import Placement, ProfiledDocument
+from trnlens.lsp.hints import STALE, Labelled, dropping, fitted
 from trnlens.lsp.run_findings import ast_position, line_range
 
 SOURCE = "trnlens (library)"
@@ -77,6 +79,7 @@ def diagnostics(
                 message = (
                     f"{entry['message']} (measured, {placement.result.qualname}, "
                     f"{format.age(data['created_at'])})\nin {where}: {entry.get('static_message')}"
+                    + _framework_note(entry)
                 )
                 if doc.is_stale(placement):
                     message += " · stale: the function changed since"
@@ -108,6 +111,7 @@ def diagnostics(
                         f"adds {swap.helper_name(entry)}(), which swaps "
                         f"{entry.get('owner')}.{entry['fix']['method']} where the model is built"
                     )
+                message += _framework_note(entry)
                 digest = digest or _digest(doc.text)
                 if _changed(placement, str(entry.get("path")), digest):
                     message += " · stale: the file changed since the run read it"
@@ -167,12 +171,70 @@ def _diagnostic(
     return types.Diagnostic(
         range=line_range(text, line),
         message=message,
-        severity=types.DiagnosticSeverity.Warning,
+        severity=severity(entry),
         source=SOURCE,
         code=entry.get("code"),
         related_information=related or None,
         data={"entry": entry, "roots": roots, "qualname": qualname} if fixable else None,
     )
+
+
+def severity(entry: dict) -> types.DiagnosticSeverity:
+    """A Warning for what the project can act on; Information for a finding under 1% of the
+    run's time (run_findings.WARNING_SHARE) or in torch's own code that nothing in the project
+    switches off (:func:`framework_action`)."""
+    if in_torch(entry) and framework_action(entry) is None:
+        return types.DiagnosticSeverity.Information
+    return run_findings.severity(entry.get("share"))
+
+
+def in_torch(entry: dict) -> bool:
+    """The finding is in the framework's own code (torch's optimizers, autograd, nn...)."""
+    if (entry.get("library") or {}).get("name") == "torch":
+        return True
+    return bool(re.search(r"[/\\](site|dist)-packages[/\\]torch[/\\]", str(entry.get("path"))))
+
+
+# torch/optim/<file>.py -> (the optimizer classes there, whether torch has a fused kernel)
+_OPTIMIZERS = {
+    "adam": ("Adam (or AdamW)", True), "sgd": ("SGD", True), "adagrad": ("Adagrad", True),
+    "adadelta": ("Adadelta", False), "adamax": ("Adamax", False), "asgd": ("ASGD", False),
+    "nadam": ("NAdam", False), "radam": ("RAdam", False), "rmsprop": ("RMSprop", False),
+    "rprop": ("Rprop", False),
+}  # fmt: skip
+
+
+def framework_action(entry: dict) -> str | None:
+    """What the project can do about a finding in torch's own code: an optimizer's
+    per-parameter loop (``_single_tensor_adam``) or foreach loop (``_multi_tensor_adam``) is
+    left for another implementation by an argument where the optimizer is built; None for the
+    rest (autograd, a fused kernel, an optimizer without one): nothing to pass."""
+    found = re.search(r"[/\\]torch[/\\]optim[/\\](\w+)\.py$", str(entry.get("path")))
+    if found is None or found.group(1) not in _OPTIMIZERS:
+        return None
+    name, fused = _OPTIMIZERS[found.group(1)]
+    function = str(entry.get("qualname") or "").rsplit(".", 1)[-1]
+    if function.startswith("_single_tensor_"):
+        flag = "fused=True (or foreach=True)" if fused else "foreach=True"
+    elif function.startswith("_multi_tensor_") and fused:
+        flag = "fused=True"
+    else:
+        return None
+    return (
+        f"pass {flag} to torch.optim.{name} where the optimizer is built: torch then steps "
+        f"the parameters in {'one fused kernel' if 'fused' in flag else 'a few foreach kernels'} "
+        f"a group instead of running {function}"
+    )
+
+
+def _framework_note(entry: dict) -> str:
+    """What a finding in torch's own code means for the project ("" elsewhere)."""
+    if not in_torch(entry):
+        return ""
+    action = framework_action(entry)
+    if action:
+        return f"\nin torch's own code; from the project: {action}"
+    return "\nin torch's own code: nothing in the project changes it (Information)"
 
 
 def hover_lines(placement: Placement, measured_line: int, relpath: str) -> list[str]:
@@ -260,6 +322,12 @@ def _clock(placement: Placement) -> str:
 def inlay_hints(
     doc: ProfiledDocument, others: Iterable[ProfiledDocument], range_: types.Range
 ) -> list[types.InlayHint]:
+    return fitted(labelled(doc, others, range_))
+
+
+def labelled(
+    doc: ProfiledDocument, others: Iterable[ProfiledDocument], range_: types.Range
+) -> list[Labelled]:
     """Hints on the lines of a library file that runs placed on open documents executed."""
     path = _resolved(doc.path)
     text_lines = doc.text.splitlines()
@@ -284,18 +352,18 @@ def inlay_hints(
             parts.extend(
                 format.backward_share(time_us, frame.get("backward_self_time_per_step_us") or 0)
             )
-        if _changed(placement, str(frame.get("path")), digest):
-            parts.append("stale")  # the file changed since the run read it: lines may have moved
+        # the file changed since the run read it: lines may have moved
+        stale = STALE if _changed(placement, str(frame.get("path")), digest) else ""
         callers = ", ".join(f"{c['path']}:{c['line']}" for c in frame.get("callers") or [])
-        hints.append(
-            types.InlayHint(
-                position=types.Position(line, len(text_lines[line].encode("utf-16-le")) // 2),
-                label=" · ".join(parts),
-                padding_left=True,
-                tooltip=f"measured by run {placement.result.run_id} of "
-                f"{placement.result.identity}" + (f", called from {callers}" if callers else ""),
-            )
+        labels = dropping(parts, 2, stale)  # share and time kept (hints.fitted)
+        hint = types.InlayHint(
+            position=types.Position(line, len(text_lines[line].encode("utf-16-le")) // 2),
+            label=labels[0],
+            padding_left=True,
+            tooltip=f"measured by run {placement.result.run_id} of "
+            f"{placement.result.identity}" + (f", called from {callers}" if callers else ""),
         )
+        hints.append(Labelled(hint, labels))
     return hints
 
 

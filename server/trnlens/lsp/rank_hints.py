@@ -12,10 +12,14 @@ from lsprotocol import types
 from trnlens import rankfigures
 from trnlens.lsp import format, markdown
 from trnlens.lsp.documents import ProfiledDocument
-from trnlens.lsp.hints import utf16_length
+from trnlens.lsp.hints import STALE, Labelled, fitted, utf16_length
 
 
 def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayHint]:
+    return fitted(labelled(doc, range_))
+
+
+def labelled(doc: ProfiledDocument, range_: types.Range) -> list[Labelled]:
     lines = doc.text.splitlines()
     found = []
     for placement in doc.placements.values():
@@ -32,22 +36,22 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                 or not range_.start.line <= line <= range_.end.line
             ):
                 continue
-            stale = " · stale" if doc.is_stale(placement) else ""
-            # within VS Code's default hint length; every rank's figures in the tooltip
-            label = rankfigures.short_collective_hint(row, stale)
+            stale = STALE if doc.is_stale(placement) else ""
+            # within VS Code's default hint length (hints.fitted); every rank's figures in the
+            # tooltip
+            labels = rankfigures.collective_labels(row, stale)
             what = rankfigures.moved(row)  # DDP's buckets, FSDP2's modules: in the tooltip
-            found.append(
-                types.InlayHint(
-                    position=types.Position(line, utf16_length(lines[line])),
-                    label=label,
-                    padding_left=True,
-                    tooltip=f"{rankfigures.collective_hint(row)}{stale}\n\n"
-                    f"{result.qualname} on {result.data.get('world_size')} ranks: time "
-                    "in this collective per step, and the part spent waiting for the other ranks "
-                    f"(beyond the fastest rank's), from run {result.run_id}"
-                    + (f"; it moved {what}" if what else ""),
-                )
+            hint = types.InlayHint(
+                position=types.Position(line, utf16_length(lines[line])),
+                label=labels[0],
+                padding_left=True,
+                tooltip=f"{rankfigures.collective_hint(row)}{stale}\n\n"
+                f"{result.qualname} on {result.data.get('world_size')} ranks: time "
+                "in this collective per step, and the part spent waiting for the other ranks "
+                f"(beyond the fastest rank's), from run {result.run_id}"
+                + (f"; it moved {what}" if what else ""),
             )
+            found.append(Labelled(hint, labels, priority=2))  # a rank's wait must be seen
     return found
 
 

@@ -27,16 +27,31 @@ from trnlens.settings import Settings
 
 SOURCE = "trnlens (measured)"
 CONVS = ("Conv1d", "Conv2d", "Conv3d")
+# A measured finding under this share of the step is Information, not a Warning: nothing there
+# is worth a user's time ("host sync: aten::item 42x per step ... 0% of the step").
+WARNING_SHARE = 0.01
+
+
+def severity(share: float | None, stale: bool = False) -> types.DiagnosticSeverity:
+    """A measured finding's level: a stale run's is a Hint (it may no longer hold, out of the
+    Problems list until the next run says again), one under ``WARNING_SHARE`` of the step is
+    Information, the rest are Warnings."""
+    if stale:
+        return types.DiagnosticSeverity.Hint
+    if share is not None and share < WARNING_SHARE:
+        return types.DiagnosticSeverity.Information
+    return types.DiagnosticSeverity.Warning
 
 
 def provider(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
-    """A Warning per measured finding of each run placed on this document."""
+    """A diagnostic per measured finding of each run placed on this document (a Warning, but
+    see :func:`severity`)."""
     found = []
     for line, finding, placement in findings_here(doc):
         result = placement.result
         cost = (
             f"measured: {format.duration(finding['time_us'])} {result.part_label} per step, "
-            f"{100 * finding['share']:.0f}% of the step ({result.qualname}, "
+            f"{share_text(finding['share'])} of the step ({result.qualname}, "
             f"{format.age(result.data['created_at'])})"
         )
         if _applied(doc.text, finding, line):
@@ -48,17 +63,21 @@ def provider(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
             types.Diagnostic(
                 range=line_range(doc.text, line),
                 message=f"{finding['message']}\n{cost}",
-                # a stale run's finding may no longer hold: a Hint (out of the Problems list)
-                # until the next run says again
-                severity=(
-                    types.DiagnosticSeverity.Hint if stale else types.DiagnosticSeverity.Warning
-                ),
+                severity=severity(finding.get("share"), stale),
                 source=SOURCE,
                 code=finding["id"],
                 data={"fix": finding.get("fix"), "details": finding.get("details") or {}},
             )
         )
     return found
+
+
+def share_text(share: float) -> str:
+    """``25%``; under 1%, one decimal (``0.6%``: a "1%" beside an Information would read as
+    over the bar), ``under 0.1%`` below that (never "0%" of a step that it is part of)."""
+    if share >= WARNING_SHARE:
+        return f"{100 * share:.0f}%"
+    return f"{100 * share:.1f}%" if share >= 0.001 else "under 0.1%"
 
 
 def findings_here(doc: ProfiledDocument) -> Iterator[tuple[int, dict, Placement]]:

@@ -79,6 +79,35 @@ def analysis_diagnostics(doc: ProfiledDocument, settings: Settings) -> list[type
     return found
 
 
+def change_label(found: history.Change, against: str) -> str:
+    """The lens's words for a change against the baseline: its figure (the headline the lens
+    shows, history.figure), and what the noise test said of it in words that never contradict
+    that figure: ``−42% vs previous``, ``+35% vs main (regression)``; ``no change vs previous
+    (+4%, within noise)`` (under the threshold and within the runs' spread) or ``(+8%, under
+    the 10% threshold)``; ``+60% vs previous (within noise)`` (over the threshold, within two
+    reliable runs' spread: never called "no change"); ``+768% vs previous (unreliable: the
+    machine was busy)`` (a run whose timing cannot be trusted: its spread proves nothing). A
+    change in the dispatches is always said after it, whatever the time's noise."""
+    pct = history.percent(found.ratio)
+    dispatched = history.dispatch_text(found.to_json())
+    verdict = found.verdict
+    if verdict == "no change" and found.under_threshold:
+        what = "no change in time" if dispatched else "no change"
+        why = (
+            "within noise"
+            if found.within_noise
+            else f"under the {100 * found.threshold:g}% threshold"
+        )
+        label = f"{what} vs {against} ({pct}, {why})"
+    elif verdict == "no change":
+        label = f"{pct} vs {against} (within noise)"
+    elif verdict == "noisy":
+        label = f"{pct} vs {against} (unreliable: {found.unreliable_why(against)})"
+    else:
+        label = f"{pct} vs {against}" + (" (regression)" if verdict == "regression" else "")
+    return f"{label} · {dispatched}" if dispatched else label
+
+
 class Watching:
     def __init__(self, ctx: Context, runs: Runs):
         self.ctx = ctx
@@ -392,19 +421,7 @@ class Watching:
         if found is None:
             return None
         ref = self.ctx.config.settings_for(doc.root).baseline_ref
-        against = ref or "previous"
-        verdict = found.verdict
-        # the time compared is the headline the lens shows (history.figure); a change in the
-        # dispatches is always said, whatever the time's noise
-        dispatched = history.dispatch_text(found.to_json())
-        if verdict == "no change":
-            what = "no change in time" if dispatched else "no change"
-            label = f"{what} vs {against} ({history.percent(found.ratio)}, within noise)"
-        else:
-            label = f"{history.percent(found.ratio)} vs {against}"
-            if verdict in ("regression", "noisy"):
-                label += f" ({verdict})"
-        return f"{label} · {dispatched}" if dispatched else label
+        return change_label(found, ref or "previous")
 
     def regressions(self, doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
         """Warning on the def line of each placed run that regressed against its baseline."""

@@ -17,7 +17,7 @@ from lsprotocol import types
 from trnlens.lsp import format, markdown
 from trnlens.lsp.diagnostics import SOURCE, _line_range
 from trnlens.lsp.documents import ProfiledDocument
-from trnlens.lsp.hints import utf16_length
+from trnlens.lsp.hints import GAP, STALE, Labelled, fitted, utf16_length
 from trnlens.results import Result
 from trnlens.settings import Settings
 
@@ -71,9 +71,10 @@ def _forced(x: dict) -> list[dict]:
     ]  # fmt: skip
 
 
-def _labels(x: dict, relpath: str) -> dict[int, list[str]]:
-    """1-based line -> the hint's parts."""
-    labels: dict[int, list[str]] = {}
+def _labels(x: dict, relpath: str) -> dict[int, list[tuple[str, str | None]]]:
+    """1-based line -> the hint's parts, each with its short form: None for the IR nodes' part
+    (a figure, the first left out when the line is short of room), a problem's first words."""
+    labels: dict[int, list[tuple[str, str | None]]] = {}
     for row in x["lines"]:
         if row["path"] == relpath:
             nodes = _plural(row["ir_nodes"], "IR node")
@@ -81,31 +82,53 @@ def _labels(x: dict, relpath: str) -> dict[int, list[str]]:
                 nodes += f" ({_n(row['backward_ir_nodes'])} bwd)"
             graphs = ", ".join(str(g) for g in row["graphs"])
             labels.setdefault(row["line"], []).append(
-                f"{nodes} · graph {graphs}" if len(row["graphs"]) == 1 else nodes
+                (f"{nodes} · graph {graphs}" if len(row["graphs"]) == 1 else nodes, None)
             )
     for f in x["fallbacks"]:
         if f["path"] == relpath:
-            labels.setdefault(f["line"], []).append(f"CPU fallback {f['op']}")
+            labels.setdefault(f["line"], []).append((f"CPU fallback {f['op']}", "CPU fallback"))
     for f in _forced(x):
         if f["path"] == relpath:
-            labels.setdefault(f["line"], []).append("forced execution")
+            labels.setdefault(f["line"], []).append(("forced execution", "forced execution"))
     for f in x["forced"]:
         if f["path"] == relpath and not f["executions"]:
-            labels.setdefault(f["line"], []).append("host read")
+            labels.setdefault(f["line"], []).append(("host read", "host read"))
     for finding in x.get("findings") or []:
         if finding["path"] == relpath and finding["kind"] == "accumulation-in-one-graph":
-            labels.setdefault(finding["line"], []).append("micro-batches in one graph")
+            labels.setdefault(finding["line"], []).append(
+                ("micro-batches in one graph", "micro-batches in one graph")
+            )
     for sync in x.get("syncs") or []:
         if sync["path"] == relpath:
-            labels.setdefault(sync["line"], []).append(f"sync ({_n(sync['count'])}x)")
+            text = f"sync ({_n(sync['count'])}x)"
+            labels.setdefault(sync["line"], []).append((text, text))
     for r in x["recompiles"]:
         if r["path"] == relpath and r["phase"] == "measured":
             every = " every step" if x["recompiles_every_step"] else ""
-            labels.setdefault(r["line"], []).append(f"recompiles{every}: {r['kind']}")
+            labels.setdefault(r["line"], []).append(
+                (f"recompiles{every}: {r['kind']}", "recompiles")
+            )
     return labels
 
 
+def _fits(parts: list[tuple[str, str | None]], stale: str) -> list[str]:
+    """A line's labels, richest first: every part; the IR nodes without their graph; the
+    problems alone (what to act on); then in their short forms."""
+    problems = [(full, short) for full, short in parts if short is not None]
+    figures = [full for full, short in parts if short is None]
+    levels = [[full for full, _ in parts]]
+    if figures:
+        levels.append([f.split(" · graph")[0] for f in figures] + [p for p, _ in problems])
+    if problems:
+        levels += [[p for p, _ in problems], [s for _, s in problems if s is not None]]
+    return [" · ".join(level) + stale for level in levels]
+
+
 def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayHint]:
+    return fitted(labelled(doc, range_))
+
+
+def labelled(doc: ProfiledDocument, range_: types.Range) -> list[Labelled]:
     text_lines = doc.text.splitlines()
     found = []
     for placement in doc.placements.values():
@@ -120,15 +143,16 @@ def inlay_hints(doc: ProfiledDocument, range_: types.Range) -> list[types.InlayH
                 or not range_.start.line <= now <= range_.end.line
             ):
                 continue
-            label = " · ".join(parts) + (" · stale" if doc.is_stale(placement) else "")
-            found.append(
-                types.InlayHint(
-                    position=types.Position(now, utf16_length(text_lines[now])),
-                    label="  " + label,
-                    padding_left=True,
-                    tooltip=_tooltip(x, doc.relpath, line, placement.result),
-                )
+            labels = [
+                GAP + label for label in _fits(parts, STALE if doc.is_stale(placement) else "")
+            ]
+            hint = types.InlayHint(
+                position=types.Position(now, utf16_length(text_lines[now])),
+                label=labels[0],
+                padding_left=True,
+                tooltip=_tooltip(x, doc.relpath, line, placement.result),
             )
+            found.append(Labelled(hint, labels, priority=1))  # its problems before the times
     return found
 
 

@@ -121,6 +121,6 @@ def test_the_naive_rmsnorm_finding_counts_both_directions(finetune):
     assert finding["backward_dispatches_per_step"] == backward > 0
     forward = (finding["dispatches_per_step"] - backward) / 5
     assert (
-        f"{forward:g} dispatches a call forward and {backward / 5:g} backward, 5 calls"
+        f"{forward:g} dispatches forward and {backward / 5:g} backward per call, 5 calls"
         in (finding["message"])
     )
