@@ -6,9 +6,12 @@ quick fix edit aimed at the cell, and a cell edit moving all of it as a document
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from pathlib import Path
 
 from lsprotocol import types
+from trnlens.store import Store
 
 from tests.notebooks import SAMPLE, cell_line
 
@@ -117,3 +120,43 @@ async def test_notebook_cells_get_findings_lenses_runs_and_fixes(tmp_path):
         )
         assert moved
         assert await hint_on(naive + 1) and not await hint_on(naive)
+
+
+async def test_a_run_of_unsaved_cells_reads_in_its_cells_on_every_surface(tmp_path):
+    """Issue 42, point 1: lines added in a cell and not saved. The report (asked from the cell,
+    as the palette does) shows the measured line with its figures where the run counted it,
+    the hover names the line as the cell numbers it, and the stored run names its cells by the
+    file's ids, not by the editor's cell URIs."""
+    root = workspace(tmp_path, f"[tool.trnlens]\nwarmup = {FAST['warmup']}\n")
+    shutil.copy(SAMPLE, root / "nb.ipynb")
+    index, naive = cell_line(root / "nb.ipynb", "rms-cell", "torch.rsqrt")
+    async with editor(root) as ed:
+        uris = open_notebook(ed)
+        cell = uris["rms-cell"]
+        await ed.wait_for(lambda: ed.diagnostics(cell, "TRN001"), timeout=60, what="TRN001")
+        edit_cell(ed, root.joinpath("nb.ipynb").as_uri(), cell, 0, "# a\n# b\n# c\n", 2)
+        naive += 3  # 1-based, in the cell, as the editor shows it now
+        await ed.wait_for(
+            lambda: [d for d in ed.diagnostics(cell, "TRN001") if d.range.start.line == naive - 1],
+            timeout=60,
+            what="the finding three lines down",
+        )
+        await ed.profile(cell, "rms")
+
+        hover = await ed.hover(cell, naive - 1, 20)
+        assert hover is not None
+        assert hover.contents.value.startswith(f"**line {naive}** (cell {index}) of `rms`")
+
+        page = await ed.command("trnlens.server.report", {"uri": cell, "qualname": "rms"})
+        html = Path(page["path"]).read_text("utf-8")
+        rows = re.findall(
+            r'<tr class="src( measured)?"[^>]*><td class="num">cell (\d+):(\d+)<', html
+        )
+        assert (" measured", str(index), str(naive)) in rows, rows  # the line with its figures
+        assert all(int(line) <= naive for _, _, line in rows)  # no row beyond the function
+
+    with Store(root) as store:
+        run = store.latest("nb.ipynb", "rms")
+    stored = {c["index"]: c["id"] for c in run["notebook"]["cells"]}
+    assert stored[index] == "rms-cell"  # edited, in its place: the file's id
+    assert not any(i.startswith("vscode-notebook-cell:") for i in stored.values())

@@ -80,3 +80,24 @@ def test_a_stored_result_json_of_a_comparison_shows_it_whole(runs, tmp_path):
     path.write_text(json.dumps(runs.comparison))
     with Store(runs.root) as store:
         assert ids(build.select(store, str(path), runs.root)) == ids(runs.comparison["variants"])
+
+
+def test_a_run_of_an_unsaved_buffer_with_lines_added_above_shows_its_lines_where_it_counted(
+    tmp_path,
+):
+    """Issue 42: the run measured the editor's buffer, 3 lines longer above the function than the
+    saved file: the same function, numbered as the run counted it; a changed one says so."""
+    from trnlens.agent import sources as agent_sources
+    from trnlens.report.views import _Sources
+
+    saved = "import torch\n\ndef f(x):\n    return x * 2\n"
+    (tmp_path / "m.py").write_text(saved, "utf-8")
+    definition = agent_sources.find_definition(saved, "f", "m.py")
+    run = {"function": {"path": "m.py", "qualname": "f", "line": 6,
+                        "source_hash": agent_sources.source_hash(saved, definition)}}  # fmt: skip
+    shown, note = _Sources(tmp_path).function(run)
+    assert [(s.number, s.text) for s in shown] == [(6, "def f(x):"), (7, "    return x * 2")]
+    assert note is None
+    run["function"]["source_hash"] = "sha256:other"
+    shown, note = _Sources(tmp_path).function(run)
+    assert [s.number for s in shown] == [3, 4] and "changed since this run" in note

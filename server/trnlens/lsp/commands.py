@@ -120,9 +120,7 @@ async def clear_results(app: Services, arg: ClearArgument) -> Answer:
     """-> {cleared}: forgets one file's runs, or every run of the open projects."""
     ctx, cleared = app.ctx, 0
     if arg.uri is not None:
-        # a notebook cell's uri (the editor's active cell) stands for its notebook: the runs
-        # are the notebook's document's, and only its own go
-        uri = ctx.cells.get(arg.uri, arg.uri)
+        uri = arg.uri  # a notebook cell's uri arrives as its notebook's (server._command)
         root, relpath = ctx.root_and_relpath(ctx.path_of(uri))
         store = ctx.store(root)
         if store is not None:

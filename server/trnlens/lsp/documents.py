@@ -230,6 +230,7 @@ class ProfiledDocument:
         # uri), and the notebook as JSON, which a run ships when the cells differ from the file.
         self.cells: Joined | None = None
         self.notebook_json: str | None = None
+        self.saved_cells: list[tuple[str, str]] = []  # the file's (source, id), notebooks.py
 
     # -- text
     def analysis(self) -> Analysis | None:

@@ -156,13 +156,23 @@ def _profiled(entry: dict, result) -> str:
     return f"{format.duration(entry.get('profiled_cpu_us', entry.get('cpu_us')))} CPU profiled · "
 
 
+def _line_name(entry: dict) -> str:
+    """``**line 6** (cell 3)`` in a notebook: the line as its cell numbers it, which is what the
+    editor shows beside it (the run counts lines in the joined cells), the cell as the CLI and
+    the report name it; ``**line 13**`` in a file."""
+    cell = entry.get("cell")
+    if isinstance(cell, dict) and isinstance(cell.get("line"), int):
+        return f"**line {cell['line']}** (cell {cell.get('index')})"
+    return f"**line {entry['line']}**"
+
+
 def _line_table(entry: dict, placement: Placement, pad: bool = False) -> str:
     result = placement.result
     ops = {op["name"]: op for op in result.data.get("ops") or []}
     total = placement.line_total()
     share = f"{100 * (entry.get('device_us') or 0) / total:.0f}% · " if total else ""
     rows = [
-        f"**line {entry['line']}** of {markdown.code(result.qualname)}: {share}"
+        f"{_line_name(entry)} of {markdown.code(result.qualname)}: {share}"
         f"{format.duration(entry.get('device_us'))} {result.part_label} · "
         f"{_profiled(entry, result)}"
         f"{format.count(entry.get('dispatches'), 'dispatch')} per step",

@@ -13,6 +13,7 @@ cells and updates the document as a whole-text change (its runs' lines follow by
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -36,22 +37,28 @@ SYNC_OPTIONS = types.NotebookDocumentSyncOptions(
 _CONVERTER = wire.converter()
 
 
-def joined(client_cells: list[tuple[str, bool, str, str]]) -> tuple[cells.Joined, str]:
-    """The editor's cells ``(uri, is_code, language, text)`` joined (each cell's id is its uri),
-    and the notebook as JSON with those cells: what a run ships when the buffer is unsaved."""
+def joined(
+    client_cells: list[tuple[str, bool, str, str]], saved: list[tuple[str, str]] | None = None
+) -> tuple[cells.Joined, str]:
+    """The editor's cells ``(uri, is_code, language, text)`` joined (each cell's id is its uri:
+    requests on a cell are routed by it), and the notebook as JSON with those cells: what a run
+    ships when the buffer is unsaved. There each cell has the notebook file's own id (nbformat
+    4.5's; ``saved``: the file's cells as (source, id)), or none: a stored run names its cells by
+    index and id, never by the editor's cell URI."""
     made = cells.join(
         (i, uri, text, is_code and language == "python")
         for i, (uri, is_code, language, text) in enumerate(client_cells)
     )
+    ids = _saved_ids([text for *_, text in client_cells], saved or [])
     notebook = {
         "cells": [
             {
                 "cell_type": "code" if is_code else "markdown",
-                "id": uri,
+                **({"id": id_} if id_ else {}),
                 "metadata": {"vscode": {"languageId": language}},
                 "source": text,
             }
-            for uri, is_code, language, text in client_cells
+            for (_uri, is_code, language, text), id_ in zip(client_cells, ids, strict=True)
         ],
         "metadata": {},
         "nbformat": 4,
@@ -60,11 +67,51 @@ def joined(client_cells: list[tuple[str, bool, str, str]]) -> tuple[cells.Joined
     return made, json.dumps(notebook)
 
 
+def _saved_ids(texts: list[str], saved: list[tuple[str, str]]) -> list[str | None]:
+    """Each editor cell's id in the file: the cell of the same text (when one cell holds it),
+    else, while the file has as many cells, the one in its place (a cell edited, not moved)."""
+    holders: dict[str, list[str]] = {}
+    for source, id_ in saved:
+        holders.setdefault(source, []).append(id_)
+    in_place = len(saved) == len(texts)
+    found: list[str | None] = []
+    used: set[str] = set()
+    for i, text in enumerate(texts):
+        same = holders.get(text, [])
+        id_ = same[0] if len(same) == 1 else saved[i][1] if in_place else ""
+        found.append(id_ if id_ and id_ not in used else None)
+        used.add(id_)
+    return found
+
+
+def saved_cells(text: str) -> list[tuple[str, str]]:
+    """A notebook file's cells as (source, id); [] when it is not a notebook."""
+    try:
+        notebook = cells.read(text)
+    except cells.NotebookError:
+        return []
+    return [
+        (cells.cell_source(cell), str(cell.get("id") or ""))
+        for cell in notebook["cells"]
+        if isinstance(cell, dict)
+    ]
+
+
+async def _read_saved_cells(doc: ProfiledDocument) -> list[tuple[str, str]]:
+    """The file's cells, read once when the notebook opens (off the event loop: a notebook with
+    outputs can be megabytes)."""
+    try:
+        text = await asyncio.to_thread(doc.path.read_text, "utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    return await asyncio.to_thread(saved_cells, text)
+
+
 def _adopt_cells(app: Services, doc: ProfiledDocument) -> cells.Joined | None:
     found = app.ctx.client.notebook_cells(doc.uri)
     if found is None:
         return None
-    made, buffer = joined(found)
+    made, buffer = joined(found, doc.saved_cells)
     for cell in doc.cells.cells if doc.cells else ():
         app.ctx.cells.pop(cell.id, None)
     for cell in made.cells:
@@ -84,6 +131,7 @@ async def did_open(app: Services, params: types.DidOpenNotebookDocumentParams) -
     doc = ctx.add_document(uri, made.text, notebook=True)
     if doc is None:
         return
+    doc.saved_cells = await _read_saved_cells(doc)
     _adopt_cells(app, doc)
     await lifecycle.prepare_and_publish(app, doc)
 

@@ -138,6 +138,11 @@ def _command(
             argument = wire.structure_argument(args, command.argument)
         except wire.BadArgument as exc:
             raise CommandError(f"{name} takes {command.argument.USAGE}: {exc}") from None
+        # A command run from a notebook's cell (the palette, the editor's title) names the
+        # cell's uri: the runs, the report and the results are the notebook's.
+        notebook = app.ctx.cells.get(getattr(argument, "uri", None) or "")
+        if notebook is not None:
+            argument = attrs.evolve(argument, uri=notebook)  # type: ignore[call-arg]
         return await command.handler(app, argument)
 
     run.__name__ = command.handler.__name__

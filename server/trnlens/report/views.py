@@ -169,11 +169,17 @@ class _Sources:
             return [], f"{qualname} is no longer in {path}"
         lines = text.splitlines()
         first, last = definition.start_line, definition.end_line  # decorators included
-        shown = [SourceLine(n, lines[n - 1]) for n in range(first, last + 1) if n <= len(lines)]
+        same = not fn.get("source_hash") or (
+            agent_sources.source_hash(text, definition) == fn["source_hash"]
+        )
+        # The run may have measured an unsaved buffer (an editor's, a notebook's cells) where
+        # lines above the function were added or taken away: the same function, moved. Its
+        # lines are numbered as the run counted them, so that the figures land on them.
+        run_line = fn.get("line")
+        moved = run_line - definition.def_line if same and isinstance(run_line, int) else 0
+        shown = [SourceLine(n + moved, lines[n - 1]) for n in range(first, last + 1)
+                 if n <= len(lines)]  # fmt: skip
         note = None
-        if (
-            fn.get("source_hash")
-            and agent_sources.source_hash(text, definition) != fn["source_hash"]
-        ):
+        if not same:
             note = "the function changed since this run: lines may not match the figures"
         return shown, note
