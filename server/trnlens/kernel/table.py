@@ -44,5 +44,14 @@ def compact(result: dict[str, Any]) -> str:
     if rows:
         out.extend(table(["Line", "Share", "Time", "Dispatches", "Source"], rows, {1, 2, 3}))
     out.extend(f"warning: {w}" for w in dict.fromkeys(data.get("warnings") or []))
-    out.append(f"run {data['run_id']} stored in .trnlens/ (the editor shows it on the cells)")
+    out.append(f"run {data['run_id']} stored in .trnlens/ ({_where_shown(data)})")
     return "\n".join(out)
+
+
+def _where_shown(result: dict[str, Any]) -> str:
+    """Where else the run can be seen: on the notebook's cells when the kernel's notebook file
+    is known and saved (the run is placed on it); else (a plain IPython, a cell not saved yet)
+    there are no cells to show it on, and the report is the way."""
+    if result.get("notebook") and str(result["function"]["path"]).endswith(".ipynb"):
+        return "the editor shows it on the notebook's cells"
+    return f"not in a saved notebook, so no editor shows it: trnlens report {result['run_id']}"
