@@ -226,3 +226,32 @@ async def test_a_run_past_timeout_seconds_is_stopped_and_reported(tmp_path):
         # the message follows the progress's end (its own notification)
         await ed.wait_for(lambda: any("timed out" in m.message for m in ed.client.messages))
         assert (await ed.lenses(uri))["sleepy"].command.title == "▶ Profile"
+
+
+async def test_a_target_set_in_the_settings_after_a_pick_takes_effect(tmp_path):
+    """Issue 42, point 3: a target picked for the session, then trnlens.target changed in the
+    settings: the lens and the run follow the setting (the status bar shows it), not the pick."""
+    root = workspace(tmp_path)
+    targets = {"box-a": {"host": "a.invalid"}, "box-b": {"host": "b.invalid"}}
+    async with editor(root, {**FAST, "targets": targets}) as ed:
+        uri = ed.open()
+        await ed.command("trnlens.server.selectTarget", {"target": "box-a"})
+        assert (await ed.lenses(uri))["rmsnorm_naive"].command.title == "▶ Profile on box-a"
+        ed.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(
+                settings={"trnlens": {**FAST, "targets": targets, "target": "box-b"}}
+            )
+        )
+        # one stream, handled in order: the notification before the next request
+        lens = (await ed.lenses(uri))["rmsnorm_naive"]
+        assert lens.command.title == "▶ Profile on box-b"
+        assert lens.command.arguments[0]["target"] == "box-b"
+        picked = await ed.command("trnlens.server.selectTarget", {"target": "box-a"})
+        assert picked["target"] == "box-a"  # a pick after the change wins again
+        # the same settings again (another key changed): the pick stays
+        ed.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(
+                settings={"trnlens": {**FAST, "targets": targets, "target": "box-b", "steps": 4}}
+            )
+        )
+        assert (await ed.lenses(uri))["rmsnorm_naive"].command.title == "▶ Profile on box-a"

@@ -2,7 +2,8 @@
 
 A document's settings come from its project root (each root may have its own pyproject.toml);
 the client's ``initializationOptions`` and ``workspace/configuration`` apply to all roots, and a
-target chosen with ``trnlens.server.selectTarget`` wins over everything for this session.
+target chosen with ``trnlens.server.selectTarget`` wins over everything for this session, until
+``trnlens.target`` itself changes (the latest choice wins).
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ class Config:
         self.initialization = settings_.client_layer(options, "initializationOptions")
 
     def set_client_configuration(self, values: Any) -> None:
-        self.client = settings_.client_layer(values, "workspace/configuration")
+        layer = settings_.client_layer(values, "workspace/configuration")
+        if layer.values.get("target") != self.client.values.get("target"):
+            # trnlens.target changed after a target was picked for the session: the newer
+            # choice wins, so the lens, the run and the status bar (which shows the setting)
+            # name the same target (issue 42)
+            self.session_target = None
+        self.client = layer
 
     def pyproject(self, root: Path) -> Layer:
         with self._lock:
