@@ -127,6 +127,6 @@ if ! "$PYTHON" -c "import trnlens, torch" 2>/dev/null; then
 fi
 (cd "$EXT" && TRNLENS_PYTHON="$PYTHON" TRNLENS_VSIX="$EXT/trnlens.vsix" \
     node --test --test-reporter=spec test/e2e/e2e.test.mjs test/e2e/ux.test.mjs \
-        test/e2e/notebook.test.mjs test/e2e/walk.test.mjs)
+        test/e2e/notebook.test.mjs test/e2e/walk.test.mjs test/e2e/settings.test.mjs)
 done_step
 echo "extension-test: all steps passed; screenshots in ${TRNLENS_E2E_ARTIFACTS:-$E2E/artifacts}"
