@@ -76,5 +76,9 @@ def test_the_report_renders_in_chromium_and_shows_an_events_details(runs, which)
     assert narrow["axisLabels"] >= 2 and narrow["overlaps"] == 0, narrow
     if which == "comparison":
         assert narrow["speedup"] and narrow["speedup"]["right"] <= narrow["clientWidth"], narrow
+        # the time beside it too (issue 42: "12.3 ms unprofi" was cut at the panel's edge)
+        assert narrow["headline"]["right"] <= narrow["clientWidth"], narrow
+    # the per-line table whole: share bars shrink, a line's source wraps
+    assert narrow["lines"] and all(t["scrollWidth"] <= t["clientWidth"] for t in narrow["lines"])
     for heads in narrow["opHeads"]:  # a CPU run: op time is CPU time, shown once
         assert heads == ["op", "calls", "self CPU", "CPU total", "input shapes"], heads

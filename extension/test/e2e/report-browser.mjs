@@ -93,10 +93,20 @@ export function narrowMetrics(target) {
     const heads = [...document.querySelectorAll('table.ops')].map((table) =>
       [...table.querySelectorAll('th')].map((th) => th.textContent),
     );
+    // the key columns (issue 42): a variant's name, speed-up and time; a line's place, share,
+    // time and dispatches (its source wraps): in view without scrolling the table's box
+    const headline = [...document.querySelectorAll('table.variants th')]
+      .find((th) => th.textContent.startsWith('time / step'))?.getBoundingClientRect();
+    const lines = [...document.querySelectorAll('table.lines')].map((table) => {
+      const wide = table.closest('.wide') ?? table;
+      return { scrollWidth: wide.scrollWidth, clientWidth: wide.clientWidth };
+    });
     return {
       scrollWidth: scroller.scrollWidth,
       clientWidth,
       speedup: box ? { left: box.left, right: box.right } : null,
+      headline: headline ? { left: headline.left, right: headline.right } : null,
+      lines,
       axisLabels: labels.length,
       overlaps,
       opHeads: heads,

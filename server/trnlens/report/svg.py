@@ -129,7 +129,8 @@ def share_bar(share: float, width: int = 160) -> str:
     """A horizontal bar for a share in [0, 1] (the per-line breakdown)."""
     share = min(max(share, 0.0), 1.0)
     return (
-        f'<svg class="bar" width="{width}" height="12" viewBox="0 0 {width} 12" aria-hidden="true">'
+        f'<svg class="bar" width="{width}" height="12" viewBox="0 0 {width} 12" '
+        'preserveAspectRatio="none" aria-hidden="true">'
         f'<rect class="bar-bg" x="0" y="1" width="{width}" height="10"/>'
         f'<rect class="bar-fg" x="0" y="1" width="{share * width:.1f}" height="10"/></svg>'
     )
