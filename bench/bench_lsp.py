@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -354,15 +355,41 @@ async def measure(text: str, samples: int, env: dict[str, str], commits: int) ->
             "lag": lag, "git_s": built, "blocking": kinds}  # fmt: skip
 
 
+class Replies:
+    """The in-process server's writer: keeps what it sends (no client, no pipe)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(json.loads(data))
+
+    def close(self) -> None:
+        pass
+
+
+def initialize_in_process(protocol: JsonRPCProtocol, root: Path) -> None:
+    """The ``initialize`` request an editor sends first, handled by the server's own message
+    path: pygls makes the workspace (its folders, which opening a document reads) only then."""
+    replies = Replies()
+    protocol.set_writer(replies, include_headers=False)
+    params = {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+              "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}]}  # fmt: skip
+    request = {"jsonrpc": "2.0", "id": 0, "method": types.INITIALIZE, "params": params}
+    protocol.handle_message(protocol.structure_message(request))  # a synchronous handler
+    answer = next((r for r in replies.sent if r.get("id") == 0), None)
+    if answer is None or "error" in answer:
+        raise RuntimeError(f"the in-process server did not initialize: {answer}")
+
+
 async def in_process(text: str, samples: int) -> list[float]:
     """This tree's codeLens handler and the answer's serialisation, in this process: the server's
     own share of the round trip (the rest is the pipe, the event loops and the client)."""
-    import json
-
     from trnlens.lsp.server import create_server
 
     server = create_server()
     with tempfile.TemporaryDirectory() as tmp:
+        initialize_in_process(server.protocol, Path(tmp))
         path = Path(tmp) / "model.py"
         path.write_text(text)
         doc = server.services.ctx.open_document(path.as_uri(), text)
