@@ -19,19 +19,24 @@ import asyncio
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from lsprotocol import types
 
-from bench.bench_lsp import Bench, model_source, percentile, rss_mb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_lsp import Bench, model_source, percentile, rss_mb  # noqa: E402
 
 
 class Load(Bench):
-    def __init__(self, root: Path, texts: dict[str, str]):
+    """bench_lsp's client and server (under its loop probe, whose beats land in ``lag_file``),
+    with every file open."""
+
+    def __init__(self, root: Path, texts: dict[str, str], lag_file: Path):
         first = next(iter(texts))
-        super().__init__(root, texts[first])
+        super().__init__(root, texts[first], dict(os.environ), lag_file)
         self.texts = texts
         self.uris = {name: (root / name).as_uri() for name in texts}
         self.versions = dict.fromkeys(texts, 1)
@@ -91,13 +96,14 @@ def empty() -> dict[str, list[float]]:
 async def main(files: int, seconds: float, edit_ms: float, lines: int) -> None:
     rng = random.Random(13)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "project"
+        root.mkdir()
         (root / "pyproject.toml").write_text('[project]\nname = "bench"\n')
         texts = {}
         for i in range(files):
             texts[f"model_{i:02d}.py"] = model_source(lines)
             (root / f"model_{i:02d}.py").write_text(texts[f"model_{i:02d}.py"])
-        load = Load(root, texts)
+        load = Load(root, texts, Path(tmp) / "lag.txt")
         await load.start()
         await load.wait_end(await load.profile("rmsnorm_naive"))  # figures to render
         idle = empty()
