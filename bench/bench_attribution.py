@@ -15,6 +15,8 @@ what other processes do not inflate as much), median of many. Then the size of r
 32-layer config of the same model (hidden 64), where the bounded tables matter.
 
 Run: python bench/bench_attribution.py [--rounds N]
+``--quick``: one round of short runs (two steps, nothing settled), 2 forwards under each mode, 4
+layers for the big config, to show the bench runs to its end.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -55,17 +58,20 @@ WAYS = {
 }
 
 
-def profile(root: Path, options: dict, steps: int = 5) -> dict:
+def profile(root: Path, options: dict, steps: int = 5, quick: bool = False) -> dict:
+    """One run; ``quick``: one warm-up step, two steps and two timed calls, none to settle."""
     request = {
         "backend": "cpu",
-        "warmup": 2,
-        "steps": steps,
-        "repeats": 5,
+        "warmup": 1 if quick else 2,
+        "steps": 2 if quick else steps,
+        "repeats": 2 if quick else 5,
         "project_root": str(root),
         "variants": [{"path": "model.py", "qualname": "generate"}],
         "artifacts_dir": str(root / ".stage"),
         "options": {"trace": False, **options},
     }
+    if quick:
+        request["options"]["settle_steps"] = 0
     result = Runner(request, lambda m: None, lambda: False).run()
     if result.get("error"):
         raise SystemExit(f"the run failed: {result['error']['message']}")
@@ -119,21 +125,25 @@ def size(result: dict) -> int:
 
 
 def main() -> None:
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one round, small sizes")
+    parser.add_argument("--rounds", type=int, default=1 if quick else 5)
     rounds = parser.parse_args().rounds
+    big_layers = 4 if quick else 32
     with tempfile.TemporaryDirectory() as tmp:
         small, big = Path(tmp, "small"), Path(tmp, "big")
-        for root, layers in ((small, 2), (big, 32)):
+        for root, layers in ((small, 2), (big, big_layers)):
             root.mkdir()
             (root / "model.py").write_text(MODEL.format(layers=layers).lstrip("\n"))
-        profile(small, WAYS["full"], steps=2)  # imports and first calls out of the figures
+        # imports and first calls out of the figures
+        profile(small, WAYS["full"], steps=2, quick=quick)
         figures: dict[str, dict[str, list]] = {w: {"pass": [], "variant": []} for w in WAYS}
         sizes: dict[str, int] = {}
         dispatches = None
         for _ in range(rounds):
             for way, options in WAYS.items():
-                result = profile(small, options)
+                result = profile(small, options, quick=quick)
                 accounting = result["accounting"]
                 figures[way]["pass"].append(accounting.get("attribution_us", 0.0))
                 figures[way]["variant"].append(accounting["variant_us"])
@@ -158,7 +168,7 @@ def main() -> None:
               f"x{full_variant / lines_variant:.2f}; full vs off (the baseline): whole variant "
               f"x{full_variant / off_variant:.2f}")  # fmt: skip
 
-        costs = mode_costs(small, repeats=max(rounds * 6, 20))
+        costs = mode_costs(small, repeats=2 if quick else max(rounds * 6, 20))
         off = statistics.median(costs["off"])
         print(f"\none forward under each mode (thread CPU time, median of {len(costs['off'])}):")
         for way in WAYS:
@@ -168,9 +178,9 @@ def main() -> None:
         full_cost, lines_cost = statistics.median(costs["full"]), statistics.median(costs["lines"])
         print(f"  full vs lines: x{full_cost / lines_cost:.2f}")
 
-        full = profile(big, {**WAYS["full"], "timing": False}, steps=2)
-        lines = profile(big, {**WAYS["lines"], "timing": False}, steps=2)
-        print(f"\n32 layers (hidden 64), {full['dispatches_per_step']} dispatches/step: "
+        full = profile(big, {**WAYS["full"], "timing": False}, steps=2, quick=quick)
+        lines = profile(big, {**WAYS["lines"], "timing": False}, steps=2, quick=quick)
+        print(f"\n{big_layers} layers (hidden 64), {full['dispatches_per_step']} dispatches/step: "
               f"result.json {size(full) / 1000:.1f} KB with full attribution, "
               f"{size(lines) / 1000:.1f} KB line-only")  # fmt: skip
         print(

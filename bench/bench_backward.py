@@ -17,6 +17,8 @@ time), the whole variant's wall time, and result.json's size. The step itself is
 scale (the profiled wall median).
 
 Run: python bench/bench_backward.py [--rounds N]
+``--quick``: one round of short runs (two steps, nothing settled), to show the bench runs to its
+end.
 """
 
 from __future__ import annotations
@@ -63,17 +65,20 @@ class TableClock:
         setattr(breakdown.Breakdown, name, timed)
 
 
-def profile(root: Path, options: dict) -> dict:
+def profile(root: Path, options: dict, quick: bool) -> dict:
+    """One run; ``quick``: one warm-up step, two steps and two timed calls, none to settle."""
     request = {
         "backend": "cpu",
-        "warmup": 2,
-        "steps": 3,
-        "repeats": 3,
+        "warmup": 1 if quick else 2,
+        "steps": 2 if quick else 3,
+        "repeats": 2 if quick else 3,
         "project_root": str(root),
         "variants": [{"path": "train.py", "qualname": "step"}],
         "artifacts_dir": str(root / ".stage"),
         "options": {"trace": False, "timing_budget_s": 1.0, **options},
     }
+    if quick:
+        request["options"]["settle_steps"] = 0
     result = Runner(request, lambda m: None, lambda: False).run()
     if result.get("error"):
         raise SystemExit(f"the run failed: {result['error']['message']}")
@@ -81,14 +86,16 @@ def profile(root: Path, options: dict) -> dict:
 
 
 def main() -> None:
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one round")
+    parser.add_argument("--rounds", type=int, default=1 if quick else 5)
     rounds = parser.parse_args().rounds
     clock = TableClock()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "train.py").write_text(STEP.lstrip("\n"))
-        profile(root, WAYS["with"])  # imports and first calls out of the figures
+        profile(root, WAYS["with"], quick)  # imports and first calls out of the figures
         figures: dict[str, dict[str, list]] = {
             w: {"tables": [], "variant": [], "step": [], "size": []} for w in WAYS
         }
@@ -96,7 +103,7 @@ def main() -> None:
         for _ in range(rounds):
             for way, options in WAYS.items():
                 clock.spent_us = 0.0
-                result = profile(root, options)
+                result = profile(root, options, quick)
                 figures[way]["tables"].append(clock.spent_us)
                 figures[way]["variant"].append(result["accounting"]["variant_us"])
                 figures[way]["step"].append(result["wall_time_per_step_us"])

@@ -17,6 +17,7 @@ rough. Goals: at most 3x ruff's time cold; the second run at most 0.5 s. The fin
 cold run are compared with the before figure's: identical, or what was added and removed (a
 speed change must leave them identical; a rule change says what it changed).
 Run: .venv/bin/python bench/bench_check.py [--against REV] [--rounds N]
+``--quick``: one round on 5 modeling files, against HEAD, to show the bench runs to its end.
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ REPO = Path(__file__).resolve().parents[1]
 RUFF = Path(sys.executable).with_name("ruff")
 
 
-def copy_tree(root: Path) -> tuple[int, int]:
+def copy_tree(root: Path, limit: int | None = None) -> tuple[int, int]:
+    """The modeling files (the first ``limit`` of them) copied under ``root``."""
     dist = importlib.metadata.distribution("transformers")
     files = lines = 0
     for f in dist.files or []:
         name = str(f)
         if name.startswith("transformers/models/") and f.name.startswith("modeling_"):
-            if name.endswith(".py"):
+            if name.endswith(".py") and files != limit:
                 text = Path(str(dist.locate_file(f))).read_text(encoding="utf-8")
                 target = root / name
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -65,10 +67,17 @@ def extract(rev: str, into: Path) -> Path:
 
 
 def merge_base() -> str:
-    return subprocess.run(
-        ["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    done = subprocess.run(["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"no merge base with main ({done.stderr.strip()}): pass --against REV")
+    return done.stdout.strip()
+
+
+def default_against(quick: bool) -> str:
+    """The 'before' revision when none is named: the merge base with main; in quick mode HEAD,
+    which every clone has (a fresh clone of a branch, or a CI checkout, may have no main)."""
+    return "HEAD" if quick else merge_base()
 
 
 OUTPUTS: dict[str, bytes] = {}  # the first output of each trnlens command, compared below
@@ -118,16 +127,20 @@ def summary(values: list[float]) -> str:
 
 
 def main() -> None:
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one round on 5 files")
     parser.add_argument("--against", default=None, help="git revision of the 'before' figure")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of measurements")
+    parser.add_argument("--rounds", type=int, default=1 if quick else 5, help="rounds")
     args = parser.parse_args()
-    against = args.against or merge_base()
+    against = args.against or default_against(quick)
+    if not RUFF.exists():
+        raise SystemExit(f"no ruff at {RUFF} (the dev dependencies: bash scripts/setup.sh)")
     rounds: list[dict[str, tuple[float, float]]] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         tree = tmp / "tree"
-        n_files, n_lines = copy_tree(tree)
+        n_files, n_lines = copy_tree(tree, 5 if quick else None)
         before = extract(against, tmp / "before")
         env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache")}
         old_env = {**env, "PYTHONPATH": str(before)}

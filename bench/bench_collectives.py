@@ -12,7 +12,9 @@ labels add inside the measured step), the timing pass's median (no profiler), th
 time reading the calls after the profile (the slowest rank's; CPU time, so a busy machine does not
 inflate it), and the request's wall time; the ratios with / without. The machine's load is
 printed too (2 ranks share 2 cores).
-Run: nice -n 10 .venv/bin/python bench/bench_collectives.py
+Run: nice -n 10 .venv/bin/python bench/bench_collectives.py [--quick]
+``--quick``: one round of short runs (two steps, two timed calls), 200 labels, to show the bench
+runs to its end.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ ROUNDS = 3
 STEP = (REPO / "samples" / "ddp_step.py").read_text()  # the DDP sample
 
 
-async def once(root: Path, reading: bool) -> dict:
+async def once(root: Path, reading: bool, quick: bool) -> dict:
     request = ProfileRequest(
         variants=[{"path": str(root / "step.py"), "qualname": "step"}], project_root=root,
-        backend="cpu", warmup=3, steps=5, repeats=20, nproc_per_node=2,
+        backend="cpu", warmup=1 if quick else 3, steps=2 if quick else 5,
+        repeats=2 if quick else 20, nproc_per_node=2,
         options={"collectives": reading, "lines": False, "timing_budget_s": 1.0},
     )  # fmt: skip
     with Store(root) as store:
@@ -79,18 +82,20 @@ def summary(samples: list[dict], key: str, unit: str = "") -> str:
     return f"{statistics.median(values):.4g}{unit} ({min(values):.4g}-{max(values):.4g})"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    rounds = 1 if quick else ROUNDS
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / "pyproject.toml").write_text("")
         (root / "step.py").write_text(STEP)
         runs: dict[bool, list[dict]] = {True: [], False: []}
         load = os.getloadavg()[0]
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             for reading in (True, False):
-                runs[reading].append(asyncio.run(once(root, reading)))
+                runs[reading].append(asyncio.run(once(root, reading, quick)))
         print(f"machine: {os.cpu_count()} cores, load {load:.1f} at start, "
-              f"{os.getloadavg()[0]:.1f} at end; {ROUNDS} rounds each, alternating")  # fmt: skip
+              f"{os.getloadavg()[0]:.1f} at end; {rounds} rounds each, alternating")  # fmt: skip
         for reading in (True, False):
             name = "with collective reading   " if reading else "without (collectives off)"
             r = runs[reading]
@@ -100,7 +105,8 @@ def main() -> None:
                 f"CPU, request {summary(r, 'wall_s', ' s')}, calls read "
                 f"{statistics.median(s['calls'] for s in r):.0f}"
             )
-        print(f"one label inside a profiled step: {label_cost_us():.2f} µs CPU (the DDP step has "
+        labels = label_cost_us(200 if quick else 20_000)
+        print(f"one label inside a profiled step: {labels:.2f} µs CPU (the DDP step has "
               "one, backward()'s; each Python collective call adds one)")  # fmt: skip
         for key in ("step_us", "timing_us", "wall_s"):
             on = statistics.median(s[key] for s in runs[True])

@@ -15,6 +15,8 @@ often and how far the speed-up strays from 1.00x, and the load average.
 ``--before`` adds main's old method (each variant measured on its own, one pass after the other,
 the range [baseline min / variant max, baseline max / variant min]) for reference.
 Run: .venv/bin/python bench/bench_compare.py [--trials N] [--load N] [--repeats N] [--before]
+``--quick``: one trial per half, 3 rounds, 1 busy process, main's old method too, to show the
+bench runs to its end.
 """
 
 from __future__ import annotations
@@ -111,12 +113,15 @@ def half(root: Path, trials: int, repeats: int, with_before: bool) -> tuple[list
 
 
 def main() -> int:
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=20, help="trials per half (20)")
-    parser.add_argument("--repeats", type=int, default=20, help="rounds / timing calls (20)")
-    parser.add_argument("--load", type=int, default=2, help="busy processes, loaded half (2)")
+    parser.add_argument("--quick", action="store_true", help="one trial per half, --before")
+    parser.add_argument("--trials", type=int, default=1 if quick else 20, help="per half (20)")
+    parser.add_argument("--repeats", type=int, default=3 if quick else 20, help="rounds (20)")
+    parser.add_argument("--load", type=int, default=1 if quick else 2, help="busy processes (2)")
     parser.add_argument("--before", action="store_true", help="also main's old method")
     args = parser.parse_args()
+    args.before = args.before or quick
     halves = {}
     with tempfile.TemporaryDirectory(prefix="trnlens-bench-compare-") as tmp:
         root = Path(tmp)

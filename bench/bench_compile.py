@@ -11,7 +11,10 @@ ones find inductor's on-disk cache warm, as on a developer's machine), prints, m
     the profile's time with collection against without (``options.compile_log: false``), medians
     of REPEATS fresh processes each, alternated so both see the same machine.
 Goal: collection under 5% of the compiled profile's time.
-Run: .venv/bin/python bench/bench_compile.py
+Run: .venv/bin/python bench/bench_compile.py [--quick]
+``--quick``: the function with a break only (its two graphs take every path the one-graph function
+takes), one process each way, (2, 8, 32) inputs, short runs (two steps, nothing settled), to show
+the bench runs to its end (a cold inductor cache still compiles for tens of seconds here).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import torch
 
 
 def inputs():
-    return (torch.randn(4, 512, 2048), torch.randn(2048))
+    return (torch.randn({shape}), torch.randn({dim}))
 
 
 # trnlens: inputs=inputs
@@ -56,13 +59,16 @@ print(json.dumps(result))
 """
 
 
-def profile(root: Path, qualname: str, collect: bool, cache: str) -> dict:
+def profile(root: Path, qualname: str, collect: bool, cache: str, quick: bool) -> dict:
     request = {
-        "backend": "cpu", "warmup": 3, "steps": 5, "repeats": 20,
+        "backend": "cpu", "warmup": 1 if quick else 3, "steps": 2 if quick else 5,
+        "repeats": 2 if quick else 20,
         "project_root": str(root), "artifacts_dir": str(root / ".stage"),
         "variants": [{"path": "model.py", "qualname": qualname, "compile": True}],
         "options": {"compile_log": collect, "trace": False},
     }  # fmt: skip
+    if quick:
+        request["options"]["settle_steps"] = 0
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
     done = subprocess.run(
         [sys.executable, "-c", RUN, json.dumps(request)],
@@ -79,20 +85,22 @@ def spread(values: list[float]) -> str:
     return f"{ms(statistics.median(values))} ({ms(min(values))}-{ms(max(values))})"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    repeats, (shape, dim) = (1, ("2, 8, 32", 32)) if quick else (REPEATS, ("4, 512, 2048", 2048))
     load = os.getloadavg()
     rows_time, rows_cost = [], []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "pyproject.toml").write_text("[project]\nname = 'bench'\n")
-        (root / "model.py").write_text(textwrap.dedent(MODULE))
+        (root / "model.py").write_text(textwrap.dedent(MODULE).format(shape=shape, dim=dim))
         cache = str(root / "inductor-cache")
-        for qualname in ("one_graph", "with_break"):
-            cold = profile(root, qualname, True, cache)  # inductor's cache still empty
+        for qualname in ("with_break",) if quick else ("one_graph", "with_break"):
+            cold = profile(root, qualname, True, cache, quick)  # inductor's cache still empty
             on, off = [], []
-            for _ in range(REPEATS):  # alternated: both configurations see the same machine
-                on.append(profile(root, qualname, True, cache))
-                off.append(profile(root, qualname, False, cache))
+            for _ in range(repeats):  # alternated: both configurations see the same machine
+                on.append(profile(root, qualname, True, cache, quick))
+                off.append(profile(root, qualname, False, cache, quick))
             first = [r["first_call_us"] for r in on + off]
             warm = [r["timing"]["median_us"] for r in on + off]
             times = [r["compile"]["compile_time_us"] for r in on]
@@ -116,12 +124,12 @@ def main() -> None:
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {cores} cores")
     print(
         "\nFirst call (compile included) vs a warm call; cold cache: one process; warm cache: "
-        f"medians of {2 * REPEATS} fresh processes (min-max); tracing/backend: warm cache"
+        f"medians of {2 * repeats} fresh processes (min-max); tracing/backend: warm cache"
     )
     _table(["function", "graphs", "first call (cold cache)", "first call (warm cache)",
             "warm call", "ratio", "tracing", "backend"], rows_time)  # fmt: skip
     print(f"\nCollection cost; baseline: the same compiled profile without collection "
-          f"(medians of {REPEATS} fresh processes each, min-max)")  # fmt: skip
+          f"(medians of {repeats} fresh processes each, min-max)")  # fmt: skip
     _table(["function", "profile, no collection", "profile, collection", "difference",
             "collection_us", "collection / profile"], rows_cost)  # fmt: skip
     after = os.getloadavg()

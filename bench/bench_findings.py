@@ -5,13 +5,16 @@ For each function, one in-process CPU run (torch imported once, warm-up 1, 5 pro
 trnlens's own checks is measured around those calls, and set against the whole variant's time
 (import, inputs, every pass), the named baseline, measured in the same run.
 
-Run: python bench/bench_findings.py
+Run: python bench/bench_findings.py [--quick]
+``--quick``: each function once with short runs (two steps, nothing settled), to show the bench
+runs to its end.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -65,7 +68,8 @@ def timed(function, into: list):
     return wrapper
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
     matcher_s: list[float] = []
     checks_s: list[float] = []
     patterns.torch_matches = timed(patterns.torch_matches, matcher_s)
@@ -79,9 +83,10 @@ def main() -> None:
             matcher_s.clear()
             checks_s.clear()
             variant = {"path": path, "qualname": qualname}
-            request = {"backend": "cpu", "warmup": 1, "steps": 5, "repeats": 3,
-                       "project_root": str(root), "variants": [variant],
-                       "artifacts_dir": str(root / ".stage")}  # fmt: skip
+            request = {"backend": "cpu", "warmup": 1, "steps": 2 if quick else 5,
+                       "repeats": 2 if quick else 3, "project_root": str(root),
+                       "variants": [variant], "artifacts_dir": str(root / ".stage"),
+                       "options": {"settle_steps": 0} if quick else {}}  # fmt: skip
             result = Runner(request, lambda m: None, lambda: False).run()
             variant_ms = result["accounting"]["variant_us"] / 1000
             added_ms = 1000 * (sum(matcher_s) + sum(checks_s))

@@ -8,13 +8,15 @@ one-shot CLI run, or the server's first run); warm: the same files again (the la
 next run: each file is analysed once per content hash, then only read and hashed). Median of 5
 rounds each; the ratio is cold over warm in the same run.
 
-Run: python bench/bench_library_rules.py
+Run: python bench/bench_library_rules.py [--quick]
+``--quick``: one round, 5 modeling files instead of 50, to show the bench runs to its end.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import statistics
+import sys
 import time
 
 from trnlens.analysis import engine
@@ -70,9 +72,9 @@ def cold() -> None:
     engine._FACTS = engine._LRU(65536)
 
 
-def timed(paths: list[str], warm: bool) -> float:
+def timed(paths: list[str], warm: bool, rounds: int) -> float:
     samples = []
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         cold()
         if warm:
             rules.attach(result_for(paths))
@@ -82,12 +84,15 @@ def timed(paths: list[str], warm: bool) -> float:
     return statistics.median(samples) * 1000
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    rounds, count = (1, 5) if quick else (ROUNDS, 50)
     llama = located("transformers", LLAMA_FILES) + located("torch", TORCH_FILES)
-    many = many_modeling_files(50)
+    many = many_modeling_files(count)
     print(f"{'library files':<40} {'cold ms':>9} {'warm ms':>9} {'cold/warm':>10}")
-    for label, paths in (("tiny Llama forward (9 files)", llama), ("50 modeling files", many)):
-        cold_ms, warm_ms = timed(paths, False), timed(paths, True)
+    cases = (("tiny Llama forward (9 files)", llama), (f"{count} modeling files", many))
+    for label, paths in cases:
+        cold_ms, warm_ms = timed(paths, False, rounds), timed(paths, True, rounds)
         print(f"{label:<40} {cold_ms:9.1f} {warm_ms:9.2f} {cold_ms / warm_ms:9.0f}x")
 
 

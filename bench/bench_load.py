@@ -9,7 +9,10 @@ under load with their ratio, and the server's resident memory at the start of th
 way and at the end: the second half's growth against the first's tells whether memory grows
 with the number of edits.
 
-    python bench/bench_load.py [--files 50] [--seconds 60] [--edit-ms 50]
+    python bench/bench_load.py [--files 50] [--seconds 60] [--edit-ms 50] [--lines 300]
+
+``--quick``: 3 files of 100 lines, 2 seconds of load, 3 idle samples and a light profile, to show
+the bench runs to its end.
 """
 
 from __future__ import annotations
@@ -19,19 +22,24 @@ import asyncio
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from lsprotocol import types
 
-from bench.bench_lsp import Bench, model_source, percentile, rss_mb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_lsp import Bench, model_source, percentile, rss_mb  # noqa: E402
 
 
 class Load(Bench):
-    def __init__(self, root: Path, texts: dict[str, str]):
+    """bench_lsp's client and server (under its loop probe, whose beats land in ``lag_file``),
+    with every file open."""
+
+    def __init__(self, root: Path, texts: dict[str, str], lag_file: Path):
         first = next(iter(texts))
-        super().__init__(root, texts[first])
+        super().__init__(root, texts[first], dict(os.environ), lag_file)
         self.texts = texts
         self.uris = {name: (root / name).as_uri() for name in texts}
         self.versions = dict.fromkeys(texts, 1)
@@ -88,20 +96,21 @@ def empty() -> dict[str, list[float]]:
     return {"codeLens": [], "inlayHint": [], "hover": []}
 
 
-async def main(files: int, seconds: float, edit_ms: float, lines: int) -> None:
+async def main(files: int, seconds: float, edit_ms: float, lines: int, quick: bool) -> None:
     rng = random.Random(13)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "project"
+        root.mkdir()
         (root / "pyproject.toml").write_text('[project]\nname = "bench"\n')
         texts = {}
         for i in range(files):
-            texts[f"model_{i:02d}.py"] = model_source(lines)
+            texts[f"model_{i:02d}.py"] = model_source(lines, busy=2 if quick else 60)
             (root / f"model_{i:02d}.py").write_text(texts[f"model_{i:02d}.py"])
-        load = Load(root, texts)
+        load = Load(root, texts, Path(tmp) / "lag.txt")
         await load.start()
         await load.wait_end(await load.profile("rmsnorm_naive"))  # figures to render
         idle = empty()
-        for _ in range(60):
+        for _ in range(3 if quick else 60):
             await load.one_of_each(rng, idle)
 
         busy = empty()
@@ -159,10 +168,12 @@ async def main(files: int, seconds: float, edit_ms: float, lines: int) -> None:
 
 
 if __name__ == "__main__":
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--quick", action="store_true", help="every phase once, tiny sizes")
+    parser.add_argument("--files", type=int, default=3 if quick else 50)
+    parser.add_argument("--seconds", type=float, default=2 if quick else 60)
     parser.add_argument("--edit-ms", type=float, default=50)
-    parser.add_argument("--lines", type=int, default=300)
+    parser.add_argument("--lines", type=int, default=100 if quick else 300)
     args = parser.parse_args()
-    asyncio.run(main(args.files, args.seconds, args.edit_ms, args.lines))
+    asyncio.run(main(args.files, args.seconds, args.edit_ms, args.lines, quick))

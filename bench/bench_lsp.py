@@ -20,12 +20,17 @@ lenses, the first run and its placement, the idle requests, typing (20 one-line 
 followed by a lens request), and the requests while the second profile runs.
 
     python bench/bench_lsp.py [--samples 200] [--lines 2000] [--commits 10000] [--against REV]
+
+``--quick``: every phase once on a 200-line file, 3 samples, 4 commits, 2 placements, 2 edits and a
+light second profile, against HEAD (a fresh clone may have no branch to take a merge base with),
+to show the bench runs to its end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -41,7 +46,7 @@ from pygls.protocol import JsonRPCProtocol
 from pytest_lsp.client import make_test_lsp_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_check import extract, merge_base  # noqa: E402
+from bench.bench_check import default_against, extract  # noqa: E402
 
 HEADER = """import torch
 from torch import nn
@@ -63,7 +68,7 @@ def busy_inputs():
 
 # trnlens: inputs=busy_inputs
 def busy(x):
-    for _ in range(60):
+    for _ in range({busy}):
         x = torch.tanh(x @ x)
     return x
 
@@ -91,8 +96,9 @@ def helper_{n}(x, scale=2.0):
 """
 
 
-def model_source(lines: int) -> str:
-    parts = [HEADER]
+def model_source(lines: int, busy: int = 60) -> str:
+    """A model file of about ``lines`` lines whose ``busy`` runs ``busy`` matmuls."""
+    parts = [HEADER.format(busy=busy)]
     n = 0
     while sum(p.count("\n") for p in parts) < lines:
         parts.append(BLOCK.format(n=n))
@@ -292,7 +298,8 @@ class Bench:
         await self.client.stop()
 
 
-async def measure(text: str, samples: int, env: dict[str, str], commits: int) -> dict:
+async def measure(text: str, samples: int, env: dict[str, str], commits: int, rounds: int) -> dict:
+    """One server's figures; ``rounds``: the lens requests after each run and the edits typed."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "project"
         root.mkdir()
@@ -308,7 +315,7 @@ async def measure(text: str, samples: int, env: dict[str, str], commits: int) ->
         windows["open, first lenses"] = [(start, time.monotonic())]
         start = time.monotonic()
         await bench.wait_end(await bench.profile("rmsnorm_naive"))  # figures to render
-        for _ in range(20):  # the editor resolves the new lens (its history: git log --follow)
+        for _ in range(rounds):  # the editor resolves the new lens (its history: git log --follow)
             await bench.time_requests(1)
             await asyncio.sleep(0.05)
         windows["first run, placed"] = [(start, time.monotonic())]
@@ -318,7 +325,7 @@ async def measure(text: str, samples: int, env: dict[str, str], commits: int) ->
         idle = await bench.time_requests(samples)
         windows["idle requests"] = [(start, time.monotonic())]
         start = time.monotonic()
-        await bench.type_lines(20)
+        await bench.type_lines(rounds)
         windows["typing, lenses"] = [(start, time.monotonic())]
         token = await bench.profile("busy")
         while not any(
@@ -331,7 +338,7 @@ async def measure(text: str, samples: int, env: dict[str, str], commits: int) ->
         overlapped = not bench.ended(token)  # the whole busy sample ran during the profile
         rss["during a run"] = rss_mb(bench.pid)
         await bench.wait_end(token)
-        for _ in range(20):  # and the second run's lens
+        for _ in range(rounds):  # and the second run's lens
             await bench.time_requests(1)
         windows["profiling + lenses"] = [(start, time.monotonic())]
         await bench.stop()
@@ -354,15 +361,41 @@ async def measure(text: str, samples: int, env: dict[str, str], commits: int) ->
             "lag": lag, "git_s": built, "blocking": kinds}  # fmt: skip
 
 
+class Replies:
+    """The in-process server's writer: keeps what it sends (no client, no pipe)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(json.loads(data))
+
+    def close(self) -> None:
+        pass
+
+
+def initialize_in_process(protocol: JsonRPCProtocol, root: Path) -> None:
+    """The ``initialize`` request an editor sends first, handled by the server's own message
+    path: pygls makes the workspace (its folders, which opening a document reads) only then."""
+    replies = Replies()
+    protocol.set_writer(replies, include_headers=False)
+    params = {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+              "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}]}  # fmt: skip
+    request = {"jsonrpc": "2.0", "id": 0, "method": types.INITIALIZE, "params": params}
+    protocol.handle_message(protocol.structure_message(request))  # a synchronous handler
+    answer = next((r for r in replies.sent if r.get("id") == 0), None)
+    if answer is None or "error" in answer:
+        raise RuntimeError(f"the in-process server did not initialize: {answer}")
+
+
 async def in_process(text: str, samples: int) -> list[float]:
     """This tree's codeLens handler and the answer's serialisation, in this process: the server's
     own share of the round trip (the rest is the pipe, the event loops and the client)."""
-    import json
-
     from trnlens.lsp.server import create_server
 
     server = create_server()
     with tempfile.TemporaryDirectory() as tmp:
+        initialize_in_process(server.protocol, Path(tmp))
         path = Path(tmp) / "model.py"
         path.write_text(text)
         doc = server.services.ctx.open_document(path.as_uri(), text)
@@ -378,13 +411,14 @@ async def in_process(text: str, samples: int) -> list[float]:
     return timings[1:]  # the first builds the cache
 
 
-async def main(samples: int, lines: int, against: str, commits: int) -> None:
-    text = model_source(lines)
+async def main(samples: int, lines: int, against: str, commits: int, quick: bool) -> None:
+    text = model_source(lines, busy=2 if quick else 60)
+    rounds = 2 if quick else 20
     with tempfile.TemporaryDirectory() as tmp:
         before_env = {**os.environ, "PYTHONPATH": str(extract(against, Path(tmp)))}
         load = os.getloadavg()[0]
-        before = await measure(text, samples, before_env, commits)
-        after = await measure(text, samples, dict(os.environ), commits)
+        before = await measure(text, samples, before_env, commits, rounds)
+        after = await measure(text, samples, dict(os.environ), commits, rounds)
         load = max(load, os.getloadavg()[0])
     print(
         f"trnlens language server, {text.count(chr(10))}-line model file, {samples} samples; "
@@ -460,10 +494,14 @@ async def main(samples: int, lines: int, against: str, commits: int) -> None:
 
 
 if __name__ == "__main__":
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--lines", type=int, default=2000)
-    parser.add_argument("--commits", type=int, default=10_000, help="git history of the project")
+    parser.add_argument("--quick", action="store_true", help="every phase once, tiny sizes")
+    parser.add_argument("--samples", type=int, default=3 if quick else 200)
+    parser.add_argument("--lines", type=int, default=200 if quick else 2000)
+    parser.add_argument("--commits", type=int, default=4 if quick else 10_000,
+                        help="git history of the project")  # fmt: skip
     parser.add_argument("--against", default=None, help="git revision of the 'before' figures")
     args = parser.parse_args()
-    asyncio.run(main(args.samples, args.lines, args.against or merge_base(), args.commits))
+    against = args.against or default_against(quick)
+    asyncio.run(main(args.samples, args.lines, against, args.commits, quick))

@@ -9,6 +9,8 @@ Prints, measured in one run, for a small and a large RMSNorm input:
     in the same loop, so that before and after share the machine's state;
   - `trnlens compare` speed-ups of the fused and compiled variants with their spread.
 Run: .venv/bin/python bench/bench_profile.py [--runs 3] [--against REV]
+``--quick``: one run of each, the small input only, against HEAD, to show the bench runs to its
+end.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_check import extract, merge_base  # noqa: E402
+from bench.bench_check import default_against, extract  # noqa: E402
 
 SIZES = {"small": (4, 64, 256), "large": (4, 512, 2048)}
 WARMUP, STEPS = 3, 5
@@ -88,13 +90,15 @@ def _ratio(values: list[float]) -> str:
 
 
 def main() -> None:
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="cold runs of each, medians taken")
+    parser.add_argument("--quick", action="store_true", help="one run, the small input")
+    parser.add_argument("--runs", type=int, default=1 if quick else 3, help="cold runs of each")
     parser.add_argument("--against", default=None, help="git revision of the 'before' figures")
     args = parser.parse_args()
-    against = args.against or merge_base()
+    against = args.against or default_against(quick)
     rows = []
-    for label, shape in SIZES.items():
+    for label, shape in list(SIZES.items())[: 1 if quick else None]:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "project"
             root.mkdir()

@@ -9,7 +9,9 @@ Each is run ROUNDS times, alternating; printed: the request's wall time (median,
 time spent in the user's code in every pass (accounting.steps_us; for 2 ranks, rank 0's), the
 overhead (wall minus that), and the ratios 2-rank/1-rank. The machine's load is printed too:
 on a shared 2-core machine, 2 ranks import torch at the same time and share the cores.
-Run: .venv/bin/python bench/bench_ranks.py
+Run: .venv/bin/python bench/bench_ranks.py [--quick]
+``--quick``: one round of short runs (two steps, two timed calls), to show the bench runs to its
+end.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ STEP = textwrap.dedent("""
 """)
 
 
-async def once(root: Path, nproc: int) -> dict:
+async def once(root: Path, nproc: int, quick: bool) -> dict:
     request = ProfileRequest(
         variants=[{"path": str(root / "step.py"), "qualname": "step"}], project_root=root,
-        backend="cpu", warmup=3, steps=5, repeats=20, nproc_per_node=nproc,
+        backend="cpu", warmup=1 if quick else 3, steps=2 if quick else 5,
+        repeats=2 if quick else 20, nproc_per_node=nproc,
     )  # fmt: skip
     with Store(root) as store:
         started = time.perf_counter()
@@ -68,18 +71,20 @@ def summary(samples: list[dict], key: str) -> str:
     return f"{statistics.median(values):7.2f} s ({min(values):.2f}-{max(values):.2f})"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    rounds = 1 if quick else ROUNDS
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / "pyproject.toml").write_text("")
         (root / "step.py").write_text(STEP)
         runs: dict[int, list[dict]] = {1: [], 2: []}
         load = os.getloadavg()[0]
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             for nproc in (1, 2):
-                runs[nproc].append(asyncio.run(once(root, nproc)))
+                runs[nproc].append(asyncio.run(once(root, nproc, quick)))
         print(f"machine: {os.cpu_count()} cores, load {load:.1f} at start, "
-              f"{os.getloadavg()[0]:.1f} at end; {ROUNDS} rounds, alternating")  # fmt: skip
+              f"{os.getloadavg()[0]:.1f} at end; {rounds} rounds, alternating")  # fmt: skip
         for nproc in (1, 2):
             step_us = statistics.median(s["step_us"] for s in runs[nproc])
             print(

@@ -7,7 +7,9 @@ openssh-server) whose python has torch but not trnlens, then prints, measured in
   - a repeat remote profile (ControlMaster connection reused, bundle cached);
   - a fresh `ssh host python script.py` doing the same work (a hand-written torch.profiler script
     copied over first), the baseline.
-Run: .venv/bin/python bench/bench_remote.py
+Run: .venv/bin/python bench/bench_remote.py [--quick]
+``--quick``: short profiles (one warm-up step, two steps, two timed calls), to show the bench runs
+to its end.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ print(events[0].table(row_limit=5))
 """
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
     if os.geteuid() != 0 or not os.path.exists(sshd.SSHD):
         sys.exit("bench_remote needs root and openssh-server (scripts/setup.sh installs it)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,7 +78,7 @@ def main() -> None:
         os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")
         host = sshd.start(tmp / "sshd")
         try:
-            rows = measure(tmp, host)
+            rows = measure(tmp, host, quick)
         finally:
             host.stop()
             subprocess.run(["pkill", "-f", str(control_dir())], capture_output=True)
@@ -86,7 +89,7 @@ def main() -> None:
         print(f"  {label:54s} {seconds:8.2f} {seconds / baseline:11.2f}x")
 
 
-def measure(tmp: Path, host) -> list[tuple[str, float]]:
+def measure(tmp: Path, host, quick: bool) -> list[tuple[str, float]]:
     root = tmp / "project"
     root.mkdir()
     (root / "pyproject.toml").write_text("")
@@ -94,7 +97,8 @@ def measure(tmp: Path, host) -> list[tuple[str, float]]:
     python = python_without_trnlens(tmp / "remote-venv")
     request = ProfileRequest(
         variants=[{"path": str(root / "model.py"), "qualname": "naive"}], project_root=root,
-        backend="cpu", warmup=3, steps=5, repeats=20,
+        backend="cpu", warmup=1 if quick else 3, steps=2 if quick else 5,
+        repeats=2 if quick else 20,
     )  # fmt: skip
     remote = SshTarget(name="bench", host=host.alias, ssh_args=host.ssh_args(),
                        python=str(python), workdir=str(tmp / "work"))  # fmt: skip

@@ -6,7 +6,8 @@ Two synthetic traces in the shape torch's export_chrome_trace writes (made here,
 For each, in a fresh process: the time to build the report (`report.build.write`), the page's
 size, and the process's peak RSS; against the named baseline, `json.load` of the same trace in a
 fresh process (what a reader that is not streamed would pay before drawing anything).
-Run: .venv/bin/python bench/bench_report.py
+Run: .venv/bin/python bench/bench_report.py [--quick]
+``--quick``: the large trace 2 MB (1,800 ops a step), to show the bench runs to its end.
 """
 
 from __future__ import annotations
@@ -112,13 +113,14 @@ def measure(kind: str, project: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(quick: bool) -> None:
+    large = ("2 MB", 1_800, 2_000_000) if quick else ("200 MB", 180_000, LARGE_BYTES)
     print(
         f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
     )
     rows = []
     with tempfile.TemporaryDirectory(prefix="trnlens-bench-report-") as tmp:
-        for name, ops, target in (("small", 6, None), ("200 MB", 180_000, LARGE_BYTES)):
+        for name, ops, target in (("small", 6, None), large):
             project = Path(tmp) / name.replace(" ", "")
             run_dir = project / ".trnlens" / "artifacts" / RUN_ID
             run_dir.mkdir(parents=True)
@@ -150,4 +152,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3])
     else:
-        main()
+        main("--quick" in sys.argv[1:])

@@ -14,6 +14,7 @@ that a slow spell of this shared machine weighs on both alike. The watcher's fig
 debounce (``debounce_s``, printed), a wait by design: the ratio is of what it adds beyond that.
 The baseline for one file is well under a millisecond, so that ratio is rough (see its range).
 Run: .venv/bin/python bench/bench_watch.py [--files N] [--rounds N]
+``--quick``: one round, a burst of 20 files, to show the bench runs to its end.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -141,9 +143,11 @@ def measure(case: Case, rounds: int) -> None:
 
 
 def main() -> None:
+    quick = "--quick" in sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one round, a burst of 20 files")
+    parser.add_argument("--files", type=int, default=20 if quick else 3000)
+    parser.add_argument("--rounds", type=int, default=1 if quick else 5)
     args = parser.parse_args()
     probe = WorkspaceWatcher(tempfile.gettempdir(), lambda batch: None)  # not started
     print(
