@@ -50,6 +50,13 @@ CASES = {
     "rmsnorm forward": (MODULE, "rmsnorm_naive", "inputs"),
     "llama fine-tuning step": (TRAINING, "llama_finetune", "llama_inputs"),
 }
+# --quick: the same two kinds of step, the fine-tuning one on the tests' two-layer net (AdamW,
+# clipping, xm.optimizer_step): the Llama's graphs take minutes to compile on a loaded 2-core
+# machine, and the bench's code path is the same
+QUICK_CASES = {
+    "rmsnorm forward": CASES["rmsnorm forward"],
+    "fine-tuning step (quick: a two-layer net, AdamW)": (TRAINING, "clipped_step", "adamw_inputs"),
+}
 HAND = """
 import statistics, sys, time
 import torch, torch_xla, torch_xla.core.xla_model as xm, torch_xla.debug.metrics as met
@@ -85,7 +92,7 @@ def run(command: list[str], cwd: Path, stdin: str | None = None) -> tuple[str, f
 
 
 def measure(python: Path, case: str, repeats: int, calls: int) -> None:
-    text, function, factory = CASES[case]
+    text, function, factory = {**CASES, **QUICK_CASES}[case]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "step.py").write_text(text)
@@ -131,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     if not python.exists():
         raise SystemExit("no xla venv: bash scripts/setup-xla.sh")
     print(f"load: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    for case in CASES:
+    for case in QUICK_CASES if quick else CASES:
         measure(python, case, 1 if quick else REPEATS, 5 if quick else CALLS)
 
 

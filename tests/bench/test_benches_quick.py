@@ -39,7 +39,7 @@ ENDINGS = {
     "bench_report.py": ("2 MB", "RSS ratio", "report build: two streamed passes"),
     "bench_warm.py": ("local CPU target", "remote target over ssh", "collect (artifacts over ssh)"),
     "bench_watch.py": ("a burst of 20 new files", "one changed file", "every path within 2 s"),
-    "bench_xla.py": ("== rmsnorm forward", "== llama fine-tuning step", "whole run: hand-written"),
+    "bench_xla.py": ("== rmsnorm forward", "== fine-tuning step", "whole run: hand-written"),
 }
 NEEDS_SSHD = {"bench_remote.py", "bench_warm.py"}
 NEEDS_XLA = {"bench_xla.py"}
