@@ -203,7 +203,7 @@ TRACED_ONLY = textwrap.dedent(
     from optimum.neuron.utils import DiffusersPretrainedConfig
 
 
-    def validate(ref, out):
+    def step(ref, out):
         if not torch.allclose(ref, out):
             out = out * 0
         return out.max().item()
@@ -225,3 +225,45 @@ def test_code_around_an_ahead_of_time_traced_model_is_host_code():
 def test_the_branch_message_says_what_happens_traced_and_lazy():
     found = {f.code: f for f in findings(XLA_CODE) if f.code.startswith("TRN3")}
     assert "each time" in found["TRN303"].message and "baked" in found["TRN303"].message
+
+
+LOOPS = textwrap.dedent(
+    """
+    import torch
+    import torch_xla.core.xla_model as xm
+
+
+    def train(model, loader, optimizer, log_every):
+        for step, batch in enumerate(loader):
+            loss = model(batch)
+            loss.backward()
+            optimizer.step()
+            if step % log_every == 0:
+                print(loss.item())
+                kept = torch.nonzero(loss > 0)
+            seen = loss.item()
+
+
+    def evaluate(model, loader):
+        return [model(batch).mean().item() for batch in loader]
+
+
+    def greedy_search(model, ids):
+        while True:
+            ids = model(ids).argmax(-1)
+            if (ids == 0).all():
+                return ids
+    """
+)
+
+
+def test_reads_logged_every_n_steps_evaluation_and_generation_are_not_the_steps_cost():
+    """Issue 40, point 5: the blind reading disputed reads in generation loops (a stop flag per
+    token) as no training step's cost; a read under ``if step % N == 0`` already is "less often"."""
+    found = _codes(LOOPS)
+    row = lambda needle: next(i for i, line in enumerate(LOOPS.splitlines(), 1) if needle in line)  # noqa: E731
+    assert (row("seen = loss.item()"), "TRN302") in found  # every step: still a cut
+    assert (row("print(loss.item())"), "TRN302") not in found
+    # a data-dependent shape under the same `if` still makes its own graph every N steps
+    assert (row("torch.nonzero"), "TRN301") in found
+    assert not any(r >= row("def evaluate") for r, _ in found), found

@@ -21,8 +21,10 @@ XLA each one is a forced execution per iteration), TRN001-TRN007 (hand-written n
 activations: fewer IR nodes); TRN201-TRN204 stay about torch.compile'd functions.
 Not reported (issue 40, the false findings' shapes on optimum-neuron 0.4.5, docs/rules.md): a
 value already on the host (bound from ``.cpu()`` and the like, or named ``*cpu*``), a read right
-after a sync statement, a function handed to ``xm.add_step_closure``, and for TRN303 a branch that
-only raises or logs.
+after a sync statement, a function handed to ``xm.add_step_closure``, for TRN303 a branch that
+only raises or logs, for TRN302 a read under ``if step % N == 0:``, and nothing in evaluation or
+generation functions (``evaluate``, ``generate``, ``*_search``, ...): their reads are per batch
+or per token by design, not a training step's cost.
 Not covered statically: boolean-mask indexing (``x[x > 0]``), and shapes that change per call
 (a length read from the data): the run finds both (CPU fallback at the line; recompiles with
 the changed shape at the line).
@@ -300,17 +302,46 @@ def _only_raises_or_logs(node: ast.AST) -> bool:
     return True
 
 
+# Functions that are not a training step (issue 40): evaluation and generation loops read
+# values on the host by design (a metric, a stop flag per token), once per batch or token, and
+# what they cost is not the step's. Said by their names, as libraries and users name them.
+_OUTSIDE_THE_STEP = re.compile(
+    r"^_?(eval|evaluate|evaluation|validate|validation|predict|prediction|generate|generation)"
+    r"(_|$)|_search$|_decoding$|^(sample|beam_sample)$"
+)
+
+
+def _every_n_steps(ctx: Context) -> list[tuple[int, int]]:
+    """The line spans of ``if`` bodies taken every N steps (a ``%`` in the test: ``if step %
+    log_every == 0:``): a read there is already read less often, which is the advice."""
+    spans = []
+    for node in ctx.nodes:
+        if isinstance(node, ast.If) and any(
+            isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node.test)
+        ):
+            spans.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
+    return spans
+
+
 @dataclass
 class _XlaRule:
     code: str
     name: str
     summary: str
     triggers: frozenset[str]
+    # a read inside ``if step % N == 0:`` is already "read less often"; a shape or a branch
+    # there still makes its own graph, so only the plain host read is let be
+    read_every_n_is_fine = False
 
     def check(self, ctx: Context) -> Iterator[Match]:
         if ctx.func is None or not uses_xla(ctx) or _step_closure(ctx):
             return
+        if _OUTSIDE_THE_STEP.search(ctx.func.name):
+            return  # evaluation, generation: their reads are not a training step's cost
+        every_n = _every_n_steps(ctx) if self.read_every_n_is_fine else []
         for node in ctx.nodes:
+            if every_n and any(a <= getattr(node, "lineno", 0) <= b for a, b in every_n):
+                continue  # logged every N steps: the advice ("less often") is what it does
             message = self.message(ctx, node)
             if message is not None:
                 test = getattr(node, "test", None) if not isinstance(node, ast.Call) else None
@@ -357,6 +388,8 @@ def _is_host_read(node: ast.AST) -> bool:
 
 
 class HostRead(_XlaRule):
+    read_every_n_is_fine = True
+
     def __init__(self) -> None:
         super().__init__("TRN302", "host-read-on-xla",
                          "a tensor's value read on the host in XLA code", _HOST_READS)  # fmt: skip
