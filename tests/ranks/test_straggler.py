@@ -74,6 +74,6 @@ def test_the_rank_with_more_work_is_the_slowest_and_the_others_wait_in_all_reduc
     assert len(spans) == nproc * steps
 
     text = render.render_result(result, root=root)
-    assert f"{nproc} ranks · slowest rank {last} (+" in text
+    assert f"{nproc} ranks · slowest rank {last} (busy +" in text
     assert f"all_reduce  ranks_step.py:{collective['line']}" in text
     assert rankfigures.headline(result).startswith(f"{nproc} ranks · slowest rank {last}")

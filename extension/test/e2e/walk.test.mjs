@@ -8,7 +8,7 @@
 //   library:  the run report of tiny_llama at 500 px: share and time of the library lines in
 //             view, a click on a library line opens the installed file, which gets no lens and
 //             no edit quick fix.
-//   ranks:    a 2-rank run's lens says `rank 1 of 2 (slowest, …)` once, before that rank's
+//   ranks:    a 2-rank run's lens says `rank 1 of 2 (slowest: busy +…%, wall …%)` once, before that rank's
 //             figures; the all_reduce hint fits VS Code's 43 characters.
 //
 // Screenshots (TRNLENS_E2E_ARTIFACTS, default test/e2e/artifacts): walk-inputs-fix,
@@ -239,7 +239,7 @@ describe('the editor on a real model (issue 33, code-server)', { concurrency: fa
       }, RUN_TIMEOUT).catch((error) => {
         throw new Error(`${error.message}; the lens read ${JSON.stringify(seen)}`);
       });
-      assert.match(lens, /^▦ Report .*▶ Profile on two · rank [01] of 2 \(slowest, \+\d+%\) · \d+% in all_reduce · /);
+      assert.match(lens, /^▦ Report .*▶ Profile on two · rank [01] of 2 \(slowest: busy \+\d+%, wall [+−±]\d+%\) · \d+% in all_reduce · /);
       assert.doesNotMatch(lens, /2 ranks/);
       const hint = await waitFor('the all_reduce hint', async () => {
         const text = await lineText(page, 'dist.all_reduce(y)');
