@@ -92,6 +92,14 @@ def test_a_logging_read_gets_the_advice_that_fits() -> None:
         assert "after the loop" not in message
 
 
+def test_a_logging_read_already_every_n_steps_is_not_told_to_read_every_n_steps() -> None:
+    guarded_read = "        if step % 10 == 0:\n            loss_to_log = loss.item()\n"
+    source = LOGGING.replace("        loss_to_log = loss.item()\n", guarded_read)
+    (guarded, *_) = messages(source, "TRN101")
+    assert "every N iterations (under `if step % 10 == 0:`)" in guarded
+    assert "only on the steps that log it" not in guarded and "non_blocking=True" in guarded
+
+
 def test_a_value_read_twice_is_told_to_read_once() -> None:
     # torchtune generate_v2.py:203: `append(token.item())` and `if token.item() in stop: break`
     source = (

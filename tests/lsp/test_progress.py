@@ -13,7 +13,7 @@ import pytest
 from lsprotocol import types
 from pygls.protocol import default_converter
 from trnlens.agent.protocol import Progress
-from trnlens.lsp.progress import RunProgress, phase_words, run_state
+from trnlens.lsp.progress import RunProgress, run_state
 
 
 class StandInServer:
@@ -75,9 +75,9 @@ def test_an_unknown_outcome_is_refused():
 
 def test_a_reports_words_say_the_phase_once():
     """Issue 42: "warm-up warm-up 2 of 3" (the agent's step words start with their phase)."""
-    assert phase_words(Progress(None, "warm-up", 0, "warm-up 2 of 3", 1, 2, 3)) == "warm-up 2 of 3"
-    assert phase_words(Progress(None, "measuring", 0, "profiled step 2 of 5")) == (
+    assert Progress(None, "warm-up", 0, "warm-up 2 of 3", 1, 2, 3).words() == "warm-up 2 of 3"
+    assert Progress(None, "measuring", 0, "profiled step 2 of 5").words() == (
         "measuring profiled step 2 of 5"
     )
-    assert phase_words(Progress(None, "importing", 0, "torch")) == "importing torch"
-    assert phase_words(Progress(None, "exporting")) == "exporting"
+    assert Progress(None, "importing", 0, "torch").words() == "importing torch"
+    assert Progress(None, "exporting").words() == "exporting"

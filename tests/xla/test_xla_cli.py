@@ -122,21 +122,38 @@ def compare_training_steps(xla_python, tmp_path, monkeypatch, *steps: str) -> di
     return json.loads(done.stdout)
 
 
-def test_compare_on_xla_a_training_step_with_and_without_its_host_read(
+def test_compare_on_xla_the_samples_step_with_and_without_its_host_read(
     xla_python, tmp_path, monkeypatch
 ):
-    """Issue 40: before/after on XLA from the same state, in graphs and forced executions."""
-    data = compare_training_steps(xla_python, tmp_path, monkeypatch, "sgd_step", "logging_step")
-    plain, logged = data["variants"]
-    for v in (plain, logged):
+    """Issue 40: before/after on XLA from the same state, in graphs and forced executions, on
+    the sample a user is pointed at (samples/xla_finetune.py: AdamW, clipping,
+    ``xm.optimizer_step``); its static finding is the line the run measures."""
+    shutil.copy(REPO / "samples" / "xla_finetune.py", tmp_path / "xla_finetune.py")
+    cli_env(monkeypatch, tmp_path)
+    check = trnlens("check", "xla_finetune.py", cwd=tmp_path)
+    (finding,) = [line for line in check.stdout.splitlines() if " TRN" in line]
+    read_line = int(finding.split(":")[1])
+    assert (
+        " TRN302 " in finding
+        and "loss.item()"
+        in (tmp_path / "xla_finetune.py").read_text("utf-8").splitlines()[read_line - 1]
+    )
+    done = trnlens("compare", "xla_finetune.py::step", "xla_finetune.py::step_logged_later",
+                   "--backend", "xla", "--python", str(xla_python), *FAST, "--format", "json",
+                   cwd=tmp_path, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    logged, later = data["variants"]
+    for v in (logged, later):
         assert v["error"] is None and v["xla"]["skipped"] == []
-    assert plain["xla"]["per_step"]["graphs"] == 1 and logged["xla"]["per_step"]["graphs"] == 2
-    assert sum(f["executions"] for f in logged["xla"]["forced"]) == 1
-    assert plain["xla"]["forced"] == []
+    assert logged["xla"]["per_step"]["graphs"] == 2 and later["xla"]["per_step"]["graphs"] == 1
+    (forced,) = logged["xla"]["forced"]
+    assert (forced["line"], forced["executions"]) == (read_line, 1), forced
+    assert later["xla"]["forced"] == []
     assert data["max_abs_diff"][1] == 0  # the same state, the same loss: only the read differs
     text = render_comparison(data)
     xla_table = text[text.index("XLA (per step: graphs executed") :].splitlines()
-    row = next(line.split() for line in xla_table if line.strip().startswith("logging_step"))
+    row = next(line.split() for line in xla_table if line.strip().startswith("step "))
     assert row[1] == "2" and row[-1] == "1"  # graphs per step, forced executions
 
 

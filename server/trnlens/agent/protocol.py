@@ -146,6 +146,16 @@ class Progress:
     steps: int | None = None
     type: ClassVar[str] = "progress"
 
+    def words(self) -> str:
+        """The phase, then the agent's words about it, the phase said once: ``warm-up 2 of
+        3`` (step words may start with their phase: "warm-up warm-up 2 of 3" otherwise). What
+        the CLI prints and the editor's progress shows."""
+        if not self.message:
+            return self.phase
+        if self.message.split(" ", 1)[0] == self.phase:
+            return self.message
+        return f"{self.phase} {self.message}"
+
 
 @dataclass(frozen=True)
 class ResultMessage:

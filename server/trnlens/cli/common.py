@@ -197,8 +197,7 @@ def execute(
 
     def progress(state: Progress) -> None:
         if not args.quiet:
-            text = f" {state.message}" if state.message else ""
-            print(f"[{state.variant}] {state.phase}{text}", file=sys.stderr)
+            print(f"[{state.variant}] {state.words()}", file=sys.stderr)
 
     if args.warm is not None and isinstance(target, NodesTarget):
         store.close()

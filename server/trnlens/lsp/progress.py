@@ -44,15 +44,6 @@ def run_state(
     return found
 
 
-def phase_words(state: Progress) -> str:
-    """A report's words: the phase, then the agent's words about it, the phase said once
-    (``warm-up 2 of 3``: the agent's step words may start with it, "warm-up warm-up 2 of 3")."""
-    message = state.message or ""
-    if not message:
-        return state.phase
-    return message if message.split(" ", 1)[0] == state.phase else f"{state.phase} {message}"
-
-
 class RunProgress:
     def __init__(self, server: LanguageServer, token: str, title: str, kind: str, qualname: str):
         self.server = server

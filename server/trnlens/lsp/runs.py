@@ -28,7 +28,7 @@ from trnlens.lsp import report as run_report
 from trnlens.lsp.command_args import ReportArgument
 from trnlens.lsp.context import Context
 from trnlens.lsp.documents import analyse
-from trnlens.lsp.progress import RunProgress, phase_words
+from trnlens.lsp.progress import RunProgress
 from trnlens.lsp.queue import Job, RunQueue
 from trnlens.outcome import Outcome, runs
 from trnlens.results import Result, SchemaMismatch
@@ -296,7 +296,7 @@ class Runs:
             # The phase goes to the status bar and the progress notification; the lens (the ■
             # cancel button) is not redrawn for it (see _redraw_pending).
             job.phase = state.phase
-            progress.report(phase_words(state), state)
+            progress.report(state.words(), state)
 
         store = self.ctx.run_store(root)
         if isinstance(runner, NodesTarget):  # several hosts: their agents start for the run

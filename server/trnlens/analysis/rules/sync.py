@@ -304,12 +304,16 @@ class ItemInLoop(_SyncRule):
                 "where one would do; read it once and reuse the Python value"
             )
         if feeds_logging(call, ctx, hit.loop):
+            # under `if step % N == 0:` it already reads only on the steps that log it: say
+            # what is left to do, not that
+            first = "" if guard is not None else (
+                "read it only on the steps that log it (`if step % log_every == 0:`), "
+            )  # fmt: skip
             return (
                 f"`.item()` reads a value for logging or a progress bar {how_often}: a "
-                "device sync each time; read it only on the steps that log it (`if step % "
-                "log_every == 0:`), gather the values into one tensor and copy them once, or "
-                "start a non-blocking copy (`x.detach().to('cpu', non_blocking=True)`) and "
-                "read it a step later",
+                f"device sync each time; {first}gather the values into one tensor and copy "
+                "them once, or start a non-blocking copy (`x.detach().to('cpu', "
+                "non_blocking=True)`) and read it a step later",
                 PERIODIC if guard is not None else None,
             )
         if guard is not None:
