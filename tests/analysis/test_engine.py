@@ -154,7 +154,7 @@ def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
     from trnlens.analysis import engine
     from trnlens.analysis.compile_decorators import is_compiled
     from trnlens.analysis.rules import ALL_RULES
-    from trnlens.analysis.rules.base import COMPILED_SCOPE, LOOP_SCOPE
+    from trnlens.analysis.rules.base import COMPILED_SCOPE, LOOP_SCOPE, XLA_SCOPE
 
     def in_scope(rule: object, ctx: engine.Context) -> bool:
         scope = getattr(rule, "scope", None)
@@ -164,6 +164,8 @@ def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
             return ctx.info.imports_torch and has_loop
         if scope == COMPILED_SCOPE:
             return ctx.func is not None and is_compiled(ctx.func)
+        if scope == XLA_SCOPE:
+            return ctx.info.imports_xla
         return True
 
     crafted = textwrap.dedent('''
@@ -208,7 +210,12 @@ def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
             print(x)
             return x
     ''')
-    sources = [crafted] + [p.read_text() for p in Path("samples").glob("*.py")]
+    # The XLA rules' words ("item", "where") are everywhere; their scope is a module that
+    # imports torch-xla: the same function is walked there and not in ``crafted``.
+    reads = "\n\ndef reads_on_host(x):\n    return x.item()\n"
+    crafted += reads
+    on_xla = "import torch\nimport torch_xla.core.xla_model as xm\n" + reads.replace("host", "xla")
+    sources = [crafted, on_xla] + [p.read_text() for p in Path("samples").glob("*.py")]
     said: dict[str, bool] = {}
     for text in sources:
         chunks, _ = engine._chunks(text)
@@ -232,7 +239,8 @@ def test_the_word_test_skips_only_functions_no_rule_would_run_on() -> None:
                     assert not found, (ctx.qualname, [m.code for m in found])
                 said[ctx.qualname or ""] = may
     assert said["one_line"] and said["tensor_any"]
-    assert said["moves_in_a_loop"] and said["compiled_prints"]
+    assert said["moves_in_a_loop"] and said["compiled_prints"] and said["reads_on_xla"]
+    assert not said["reads_on_host"]  # no loop, not compiled, no torch-xla
     # "to" and "mean" are sync and fused-op words, but no loop is there for a sync rule.
     assert not said["moves"]
     assert not said["prose_only"] and not said["into"] and not said["log_prose"]

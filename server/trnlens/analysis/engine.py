@@ -31,7 +31,7 @@ from trnlens.analysis.hostfacts import HostFacts, host_facts
 from trnlens.analysis.model import Finding, Location
 from trnlens.analysis.patterns import ModuleInfo, module_info
 from trnlens.analysis.rules import ALL_RULES, SYNTAX_CODE, Context, Match, Rule
-from trnlens.analysis.rules.base import COMPILED_SCOPE, LOOP_SCOPE
+from trnlens.analysis.rules.base import COMPILED_SCOPE, LOOP_SCOPE, XLA_SCOPE
 from trnlens.analysis.rules.stated import stated_reason
 from trnlens.analysis.source import ParseError, SourceText, decode, parse, statement_starts
 from trnlens.analysis.suppression import is_selected, is_suppressed
@@ -424,9 +424,10 @@ _compiled = is_compiled  # decorated with torch.compile (rules/graphbreaks.py)
 
 # Where a rule can find anything at all, beyond its trigger words (rules.base's scopes): the sync
 # rules look only inside loops, in modules that import torch; the graph-break rules only inside
-# a torch.compile'd function. Their trigger words ("to", "print", "info", "sum"...) are in most
-# functions' text, while few functions loop or are compiled: tested too, these spare the walk
-# of most of the functions the words alone let through (transformers' model files).
+# a torch.compile'd function; the XLA rules only in modules that import torch-xla. Their
+# trigger words ("to", "print", "info", "sum", "where"...) are in most functions' text, while
+# few functions loop or are compiled and few modules use torch-xla: tested too, these spare the
+# walk of most of the functions the words alone let through (transformers' model files).
 # Every loop and comprehension says one of these.
 _LOOP_WORDS = [(word, re.compile(word + r"\b")) for word in ("for", "while")]
 
@@ -508,12 +509,13 @@ def _has_word(text: str, word: str, pattern: re.Pattern[str]) -> bool:
 
 def _may_trigger(ctx: Context) -> bool:
     """False when no rule can run on this function: none of the trigger words of the rules whose
-    scope it is in (any function; a loop in a module importing torch; a compiled function) is in
-    the source of its body. A word test on the text is a superset of the exact test on the
-    body's names (every name in the code is a word of its text), and a loop's keyword is in the
-    text of every loop, so this only spares the walk that computes them: on transformers' model
-    files nine functions in ten are never walked. The docstring is left out (prose says "to"
-    and "mean") unless code shares its last line.
+    scope it is in (any function; a loop in a module importing torch; a compiled function; any
+    function of a module importing torch-xla) is in the source of its body. A word test on the
+    text is a superset of the exact test on the body's names (every name in the code is a word
+    of its text), and a loop's keyword is in the text of every loop, so this only spares the
+    walk that computes them: on transformers' model files nine functions in ten are never
+    walked. The docstring is left out (prose says "to" and "mean") unless code shares its last
+    line.
     """
     func = ctx.func
     if func is None:
@@ -540,10 +542,11 @@ _COMMENT_LINE = re.compile(r"^[ \t]*#.*\n?", re.MULTILINE)
 def _text_may_trigger(text: str, info: ModuleInfo, compiled: bool | None) -> bool:
     """Whether code whose source is ``text`` may hold something a rule runs on: a trigger of a
     rule of any scope, or of the loop scope with a loop keyword in a module importing torch, or
-    of the compiled scope in a compiled function (``compiled`` None: perhaps, if the text says
-    so: a whole chunk, which may hold one). Comment lines say "to", "for" and "mean" as often
-    as code does: a text that passes is tested again without them (a quarter of the functions
-    that pass on transformers' model files do not then)."""
+    of the XLA scope in a module importing torch-xla, or of the compiled scope in a compiled
+    function (``compiled`` None: perhaps, if the text says so: a whole chunk, which may hold
+    one). Comment lines say "to", "for" and "mean" as often as code does: a text that passes is
+    tested again without them (a quarter of the functions that pass on transformers' model
+    files do not then)."""
     if not _words_may_trigger(text, info, compiled):
         return False
     return "#" not in text or _words_may_trigger(_COMMENT_LINE.sub("", text), info, compiled)
@@ -558,6 +561,8 @@ def _words_may_trigger(text: str, info: ModuleInfo, compiled: bool | None) -> bo
         and any(_has_word(text, word, pattern) for word, pattern in _LOOP_WORDS)
         and _mentions_a_trigger(text, LOOP_SCOPE)
     ):
+        return True
+    if info.imports_xla and _mentions_a_trigger(text, XLA_SCOPE):
         return True
     if compiled is None:  # decorated `torch.compile` or `torch._dynamo.optimize` (_compiled)
         compiled = "compile" in text or "optimize" in text

@@ -147,9 +147,11 @@ class Match:
 # A rule's optional ``scope``: where alone it can find anything, whatever its trigger words. The
 # engine skips a function outside every scope whose rules' words it mentions (engine._may_trigger)
 # and each rule's ``check`` must hold to it: ``LOOP_SCOPE``, only inside a loop or comprehension
-# of a module that imports torch; ``COMPILED_SCOPE``, only in a torch.compile'd function.
+# of a module that imports torch; ``COMPILED_SCOPE``, only in a torch.compile'd function;
+# ``XLA_SCOPE``, only in a function of a module that imports torch-xla (``ModuleInfo.imports_xla``).
 LOOP_SCOPE = "loop"
 COMPILED_SCOPE = "compiled"
+XLA_SCOPE = "xla"
 
 
 class Rule(Protocol):

@@ -36,8 +36,9 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
-from trnlens.analysis.rules.base import Context, Match
+from trnlens.analysis.rules.base import XLA_SCOPE, Context, Match
 from trnlens.analysis.rules.graphbreaks import _VALUE_METHODS, _attr_call, _depends_on_values
 
 SEVERITY = "info"
@@ -329,9 +330,13 @@ class _XlaRule:
     name: str
     summary: str
     triggers: frozenset[str]
+    # Their words ("where", "item", "sum", "max"...) are in most functions of any model file,
+    # while few modules import torch-xla: without a scope the engine would walk nearly every
+    # function of a tree for rules that return at once (``check``).
+    scope: ClassVar[str] = XLA_SCOPE
     # a read inside ``if step % N == 0:`` is already "read less often"; a shape or a branch
     # there still makes its own graph, so only the plain host read is let be
-    read_every_n_is_fine = False
+    read_every_n_is_fine: ClassVar[bool] = False
 
     def check(self, ctx: Context) -> Iterator[Match]:
         if ctx.func is None or not uses_xla(ctx) or _step_closure(ctx):
