@@ -9,13 +9,17 @@ pre-commit runs them:
   - trnlens check now on every core (the default) with an empty cache, then a second run over the
     unchanged tree (answered from the cache);
   - once, trnlens check in one process (``--jobs 1``), without a cache.
-The first three are measured in ``--rounds`` rounds (default 5), one after the other within a
+trnlens runs with a bytecode cache (in the temporary folder: an installed trnlens has its
+``.pyc`` files, whatever ``PYTHONDONTWRITEBYTECODE`` this shell sets), filled by one untimed run of
+each command before the rounds, which also reads the tree into the OS's file cache for all of
+them. The first three are measured in ``--rounds`` rounds (default 5), one after the other within a
 round, so that a slow spell of this shared machine weighs on all of them alike: each figure is the
 median over the rounds with its min-max, and each ratio the median of the per-round ratios. A
 plain warning says when ruff's own times spread by more than 25%: ratios from such a run are
-rough. Goals: at most 3x ruff's time cold; the second run at most 0.5 s. The findings of the
-cold run are compared with the before figure's: identical, or what was added and removed (a
-speed change must leave them identical; a rule change says what it changed).
+rough. Goals: at most 1.5x ruff's wall time cold (issue 44; was 3x); the second run at most
+0.5 s. The findings of the cold run are compared with the before figure's: identical, or what
+was added and removed (a speed change must leave them identical; a rule change says what it
+changed).
 Run: .venv/bin/python bench/bench_check.py [--against REV] [--rounds N]
 ``--quick``: one round on 5 modeling files, against HEAD, to show the bench runs to its end.
 """
@@ -119,6 +123,7 @@ def compare_findings(before: bytes, after: bytes) -> str:
     )
 
 
+COLD_GOAL = 1.5  # the cold run's wall time over ruff's, at most (issue 44)
 NOISY_SPREAD = 0.25  # ruff's (max - min) / median above which the run is called noisy
 
 
@@ -143,10 +148,16 @@ def main() -> None:
         n_files, n_lines = copy_tree(tree, 5 if quick else None)
         before = extract(against, tmp / "before")
         env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # start-up as installed: from bytecode
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")  # never written into the checkout
         old_env = {**env, "PYTHONPATH": str(before)}
         trn = [sys.executable, "-m", "trnlens", "check", str(tree), "--format", "json"]
         ruff_command = [str(RUFF), "check", "--isolated", "--no-cache", "--select", "E,F,W",
                         "--exit-zero", "-q", str(tree)]  # fmt: skip
+        # Untimed: fills both trnlens versions' bytecode caches, and the OS's file cache.
+        timed(ruff_command, env)
+        timed([*trn, "--no-cache"], old_env)
+        timed([*trn, "--no-cache"], env)
         load = os.getloadavg()[0]
         for _ in range(args.rounds):
             shutil.rmtree(tmp / "cache", ignore_errors=True)
@@ -183,8 +194,8 @@ def main() -> None:
     print(f"  {'trnlens check --jobs 1, no cache (one run)':50s} {one[0]:18.2f} "
           f"{'':7s} {'':8s} {one[1]:18.2f}")  # fmt: skip
     cold = [r["cold"][0] / r["ruff"][0] for r in rounds]
-    met = "met" if statistics.median(cold) <= 3 else "NOT met"
-    print(f"  cold vs ruff (wall): {summary(cold).strip()}x (goal <= 3x: {met})")
+    met = "met" if statistics.median(cold) <= COLD_GOAL else "NOT met"
+    print(f"  cold vs ruff (wall): {summary(cold).strip()}x (goal <= {COLD_GOAL}x: {met})")
     warm = statistics.median(r["warm"][0] for r in rounds)
     met = "met" if warm <= 0.5 else "NOT met"
     print(f"  second run: {warm:.2f} s wall, median (goal <= 0.5 s: {met})")
