@@ -29,7 +29,7 @@ def test_text_names_the_cell_and_its_line(nb: Path, capsys) -> None:
     out = capsys.readouterr().out.strip().splitlines()
     index, line = where(nb, "rms-cell", "torch.rsqrt")
     assert len(out) == 1  # the magics, the shell line and the %%bash cell are no findings
-    assert out[0].startswith(f"{nb}:cell {index} (id 'rms-cell'):{line}:12: TRN001 [*] naive")
+    assert out[0].startswith(f"{nb}:cell {index + 1} (id 'rms-cell'):{line}:12: TRN001 [*] naive")
 
 
 def test_json_carries_the_cell_index_and_id_and_rows_in_the_cell(nb: Path, capsys) -> None:
@@ -51,11 +51,11 @@ def test_sarif_and_github_name_the_cell(nb: Path, capsys) -> None:
     location = result["locations"][0]
     assert location["physicalLocation"]["region"]["startLine"] == line
     assert location["logicalLocations"][0]["fullyQualifiedName"] == "rms-cell"
-    assert result["message"]["text"].startswith(f"cell {index} (id 'rms-cell'), line {line}: ")
+    assert result["message"]["text"].startswith(f"cell {index + 1} (id 'rms-cell'), line {line}: ")
     main(["check", str(nb), "--format", "github"])
     out = capsys.readouterr().out.strip()
     assert out.startswith(f"::warning file={nb},line={line},col=12,")
-    assert f"::cell {index} (id 'rms-cell'), line {line}: TRN001 naive RMSNorm" in out
+    assert f"::cell {index + 1} (id 'rms-cell'), line {line}: TRN001 naive RMSNorm" in out
 
 
 def test_fix_changes_only_the_fixed_source_line(nb: Path, capsys) -> None:

@@ -21,7 +21,7 @@ def test_a_function_defined_in_a_cell_is_profiled_with_cell_lines(samples):
     index, line = cell_line(samples / NB, "rms-cell", "torch.rsqrt")
     out = done.stdout
     assert "6 dispatches/step" in out  # the naive RMSNorm, its inputs from the cell's directive
-    assert f"{NB}:cell {index}:{line} " in out and "x.pow(2).mean(-1" in out
+    assert f"{NB}:cell {index + 1}:{line} " in out and "x.pow(2).mean(-1" in out
     run_dir = next((samples / ".trnlens" / "artifacts").iterdir())
     result = json.loads((run_dir / "result.json").read_text())
     jsonschema.validate(result, schema())
@@ -42,7 +42,7 @@ def test_the_report_of_a_notebook_run_shows_its_cells_lines_and_source(samples, 
     html = page.read_text("utf-8")
     index, line = cell_line(samples / NB, "rms-cell", "torch.rsqrt")
     # the per-line table: the line in its cell beside the cell's source, not notebook JSON
-    assert f'<td class="num">cell {index}:{line}</td>' in html
+    assert f'<td class="num">cell {index + 1}:{line}</td>' in html
     assert "x.pow(2).mean(-1, keepdim=True)" in html and '"cell_type"' not in html
 
 
@@ -58,7 +58,7 @@ def test_an_error_in_a_cell_is_reported_at_the_cell_line(tmp_path):
     nbformat.write(nb, tmp_path / "nb.ipynb")
     done = trnlens("profile", "nb.ipynb::boom", *FAST, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
-    assert "error at nb.ipynb:cell 1:3: AttributeError" in done.stdout
+    assert "error at nb.ipynb:cell 2:3: AttributeError" in done.stdout
 
 
 def test_diff_shows_a_notebooks_lines_in_its_cells(tmp_path):
@@ -85,10 +85,10 @@ def test_diff_shows_a_notebooks_lines_in_its_cells(tmp_path):
     assert done.returncode == 0, done.stderr
     again = trnlens("profile", "nb.ipynb::naive", *FAST, "--format", "json", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    # diff's line table: each line in its cell (cell 1, line 7 of the naive one), never the
+    # diff's line table: each line in its cell (the second cell, line 7 of the naive one), never the
     # joined text's line (12)
     first = trnlens("history", "nb.ipynb::naive", "--format", "json", cwd=tmp_path)
     runs = [r["run_id"] for r in json.loads(first.stdout)["runs"]]
     diff = trnlens("diff", runs[-1], runs[0], cwd=tmp_path)
     assert diff.returncode == 0, diff.stderr
-    assert "nb.ipynb:cell 1:7" in diff.stdout, diff.stdout
+    assert "nb.ipynb:cell 2:7" in diff.stdout, diff.stdout

@@ -76,12 +76,12 @@ async def test_the_magic_profiles_a_model_from_an_earlier_cell_and_the_editor_sh
         table = output(done.cells[4])
         assert "trnlens · nb.ipynb::Block" in table, table
         assert "6 dispatches/step" in table  # the naive RMSNorm in the model's forward
-        assert f"nb.ipynb:cell 1:{NAIVE_LINE} " in table and "torch.rsqrt" in table
+        assert f"nb.ipynb:cell 2:{NAIVE_LINE} " in table and "torch.rsqrt" in table
         assert "stored in .trnlens/" in table
         cell_table = output(done.cells[5])
         assert "7 dispatches/step" in cell_table, cell_table  # the model's six and the sum
-        assert f"nb.ipynb:cell 1:{NAIVE_LINE} " in cell_table
-        assert "nb.ipynb:cell 5:3 " in cell_table
+        assert f"nb.ipynb:cell 2:{NAIVE_LINE} " in cell_table
+        assert "nb.ipynb:cell 6:3 " in cell_table
 
         async def figures():
             hints = await ed.hints(model_cell)

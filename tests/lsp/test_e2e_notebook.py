@@ -145,14 +145,22 @@ async def test_a_run_of_unsaved_cells_reads_in_its_cells_on_every_surface(tmp_pa
 
         hover = await ed.hover(cell, naive - 1, 20)
         assert hover is not None
-        assert hover.contents.value.startswith(f"**line {naive}** (cell {index}) of `rms`")
+        assert hover.contents.value.startswith(f"**line {naive}** (cell {index + 1}) of `rms`")
+        # the finding's measured part names the same line the same way (it said the joined
+        # cells' line 13, seen in code-server)
+        measured = await ed.wait_for(
+            lambda: [d for d in ed.diagnostics(cell, "TRN001") if "measured:" in d.message],
+            timeout=60,
+            what="the measured finding",
+        )
+        assert f"per step on line {naive} (cell {index + 1}) (rms, " in measured[0].message
 
         page = await ed.command("trnlens.server.report", {"uri": cell, "qualname": "rms"})
         html = Path(page["path"]).read_text("utf-8")
         rows = re.findall(
             r'<tr class="src( measured)?"[^>]*><td class="num">cell (\d+):(\d+)<', html
         )
-        assert (" measured", str(index), str(naive)) in rows, rows  # the line with its figures
+        assert (" measured", str(index + 1), str(naive)) in rows, rows  # the line with its figures
         assert all(int(line) <= naive for _, _, line in rows)  # no row beyond the function
 
     with Store(root) as store:

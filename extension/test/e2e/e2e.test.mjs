@@ -49,7 +49,7 @@ import {
   runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
-import { waitFor } from './editor-page.mjs';
+import { hoverOver, waitFor } from './editor-page.mjs';
 import { checkReport } from './report-browser.mjs';
 import { reportInWebview } from './report-webview.mjs';
 
@@ -126,42 +126,6 @@ async function lineAfter(page, lineText) {
     const index = lines.findIndex((el) => plain(el.textContent).includes(lineText));
     return index >= 0 && index + 1 < lines.length ? plain(lines[index + 1].textContent) : null;
   }, lineText);
-}
-
-/** Hovers the mouse over `word` in the line after the one containing `lineText`, and returns
- * the hover's text once it contains `expected`. */
-async function hoverOver(page, lineText, word, expected) {
-  const point = await page.evaluate(
-    ({ lineText, word }) => {
-      const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
-      const lines = [...document.querySelectorAll('.monaco-editor .view-line')].sort(
-        (a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top,
-      );
-      const index = lines.findIndex((el) => plain(el.textContent).includes(lineText));
-      const span = [...(lines[index + 1]?.querySelectorAll('span span') ?? [])].find((el) =>
-        plain(el.textContent).includes(word),
-      );
-      if (!span) {
-        return null;
-      }
-      const box = span.getBoundingClientRect();
-      return { x: box.left + box.width / 2, y: box.top + box.height / 2 };
-    },
-    { lineText, word },
-  );
-  assert.ok(point, `no "${word}" after "${lineText}"`);
-  return waitFor(
-    `a hover saying ${expected}`,
-    async () => {
-      await page.mouse.move(point.x, point.y + 40);
-      await page.mouse.move(point.x, point.y);
-      const hover = page.locator('.monaco-hover:not(.hidden)').first();
-      await hover.waitFor({ timeout: 5000 }).catch(() => undefined);
-      const text = plain(await hover.textContent().catch(() => ''));
-      return expected.test(text) ? text : null;
-    },
-    30_000,
-  );
 }
 
 /** Whether something listens on 127.0.0.1:port. */

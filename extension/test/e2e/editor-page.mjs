@@ -91,3 +91,41 @@ export async function lineText(page, needle) {
     return line ? plain(line.textContent) : null;
   }, needle);
 }
+
+/** Hovers the mouse over `word` in the line after the one containing `lineText`, and returns
+ * the hover's text once it contains `expected`. */
+export async function hoverOver(page, lineText, word, expected) {
+  const point = await page.evaluate(
+    ({ lineText, word }) => {
+      const plain = (text) => (text ?? '').replace(/\u00a0/g, ' ');
+      const lines = [...document.querySelectorAll('.monaco-editor .view-line')].sort(
+        (a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top,
+      );
+      const index = lines.findIndex((el) => plain(el.textContent).includes(lineText));
+      const span = [...(lines[index + 1]?.querySelectorAll('span span') ?? [])].find((el) =>
+        plain(el.textContent).includes(word),
+      );
+      if (!span) {
+        return null;
+      }
+      const box = span.getBoundingClientRect();
+      return { x: box.left + box.width / 2, y: box.top + box.height / 2 };
+    },
+    { lineText, word },
+  );
+  if (!point) {
+    throw new Error(`no "${word}" after "${lineText}"`);
+  }
+  return waitFor(
+    `a hover saying ${expected}`,
+    async () => {
+      await page.mouse.move(point.x, point.y + 40);
+      await page.mouse.move(point.x, point.y);
+      const hover = page.locator('.monaco-hover:not(.hidden)').first();
+      await hover.waitFor({ timeout: 5000 }).catch(() => undefined);
+      const text = plain(await hover.textContent().catch(() => ''));
+      return expected.test(text) ? text : null;
+    },
+    30_000,
+  );
+}

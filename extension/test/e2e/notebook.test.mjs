@@ -4,7 +4,8 @@
 // client sends its Python cells by LSP notebook sync, and the cells show trnlens's lenses, the
 // static finding's squiggle, and a run of `rms` (made beforehand with
 // `trnlens profile samples/rmsnorm_notebook.ipynb::rms`, stored in the project) on the cell line
-// it measured. No kernel runs here: the run comes from the store, as after a `%trnlens` magic.
+// it measured, and the hover names that line as the cell shows it. No kernel runs here: the run
+// comes from the store, as after a `%trnlens` magic.
 //
 // Environment: TRNLENS_VSIX, TRNLENS_PYTHON, TRNLENS_E2E_ARTIFACTS (as e2e.test.mjs).
 import assert from 'node:assert/strict';
@@ -15,7 +16,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { installExtension, launchBrowser, openFile, profileDirs, startCodeServer } from './codeserver.mjs';
-import { lensAbove, lineText, waitFor } from './editor-page.mjs';
+import { hoverOver, lensAbove, lineText, waitFor } from './editor-page.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const extensionDir = resolve(here, '..', '..');
@@ -35,6 +36,7 @@ describe('trnlens in a VS Code notebook', { concurrency: false }, () => {
     assert.ok(existsSync(VSIX), `no package at ${VSIX}: run npm run package first`);
     mkdirSync(ARTIFACTS, { recursive: true });
     rmSync(join(ARTIFACTS, 'notebook.png'), { force: true });
+    rmSync(join(ARTIFACTS, 'notebook-hover.png'), { force: true });
     cpSync(join(repo, 'samples'), samples, {
       recursive: true,
       filter: (source) => !source.includes('.trnlens') && !source.includes('__pycache__'),
@@ -82,6 +84,14 @@ describe('trnlens in a VS Code notebook', { concurrency: false }, () => {
       assert.match(hint, /100% · [\d.]+ (µs|ms|s) · 6 dispatches/);
       await waitFor('the finding\'s squiggle in the cell', async () =>
         (await page.locator('.notebookOverlay .squiggly-warning, .notebookOverlay .squiggly-info').count()) > 0, 30_000);
+      // Issue 42, point 1: the hover names the line as the cell shows it (line 6 of the fourth
+      // cell, counted from 1 as VS Code's status bar and ruff count), not the joined cells' line
+      // or the editor's cell URI; the finding's measured part says the same.
+      const hover = await hoverOver(page, 'def rms(', 'rsqrt', /line \d+ \(cell \d+\) of rms/);
+      assert.match(hover, /line 6 \(cell 4\) of rms/);
+      assert.match(hover, /measured: 6 dispatches, .* per step on line 6 \(cell 4\) \(rms, /);
+      assert.doesNotMatch(hover, /vscode-notebook-cell/);
+      await page.screenshot({ path: join(ARTIFACTS, 'notebook-hover.png') });
       await page.screenshot({ path: join(ARTIFACTS, 'notebook.png') });
     } catch (error) {
       await page.screenshot({ path: join(ARTIFACTS, 'notebook-failure.png') }).catch(() => undefined);

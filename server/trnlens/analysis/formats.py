@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trnlens import __version__
+from trnlens.agent.notebook.cells import cell_label
 from trnlens.analysis.model import Finding
 
 FORMATS = ("text", "json", "github", "sarif")
@@ -52,10 +53,12 @@ def _ruff_json(f: Finding) -> dict[str, Any]:
 
 
 def cell_name(f: Finding) -> str:
-    """How the text formats name a notebook cell: ``cell 3 (id 'a1b2')``; "" outside notebooks."""
+    """How the text formats name a notebook cell: ``cell 4 (id 'a1b2')`` (counted from 1, as
+    ruff and VS Code's status bar count; the JSON's ``index`` is 0-based); "" outside
+    notebooks."""
     if f.cell is None:
         return ""
-    return f"cell {f.cell.index}" + (f" (id {f.cell.id!r})" if f.cell.id else "")
+    return cell_label(f.cell.index) + (f" (id {f.cell.id!r})" if f.cell.id else "")
 
 
 def _text(f: Finding) -> str:
@@ -119,7 +122,7 @@ def _sarif_result(f: Finding) -> dict[str, Any]:
         # properties and its message name.
         found["message"]["text"] = f"{cell_name(f)}, line {f.location.row}: {f.message}"
         found["properties"] = {"notebookCell": f.cell.to_json()}
-        logical = {"name": f"cell {f.cell.index}", "kind": "notebookCell"}
+        logical = {"name": cell_label(f.cell.index), "kind": "notebookCell"}
         if f.cell.id:
             logical["fullyQualifiedName"] = f.cell.id
         found["locations"][0]["logicalLocations"] = [logical]

@@ -1,4 +1,5 @@
-"""A notebook run shown with cell-relative lines: ``nb.ipynb:cell 3:4`` where the result says
+"""A notebook run shown with cell-relative lines: ``nb.ipynb:cell 3:4`` (cells counted from 1,
+``cells.cell_label``) where the result says
 ``nb.ipynb:13`` (the joined cells' line) and, beside it, the cell (agent/notebook/places.py)."""
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _walk(value: Any) -> None:
         return
     cell = value.get("cell")
     if isinstance(cell, dict) and isinstance(value.get("path"), str) and "line" in cell:
-        value["path"] = f"{value['path']}:cell {cell['index']}"
+        value["path"] = f"{value['path']}:{cells.cell_label(cell['index'])}"
         value["line"] = cell["line"]
     for item in value.values():
         _walk(item)
@@ -49,7 +50,10 @@ def cell_source_line(root: Path, path: str, line: int) -> str | None:
         return None
     try:
         notebook = cells.read((root / match["path"]).read_text("utf-8"))
-        source = cells.cell_source(notebook["cells"][int(match["index"])])
+        index = cells.cell_index(int(match["index"]))
+        if index < 0:
+            return ""
+        source = cells.cell_source(notebook["cells"][index])
         return cells.split_lines(source)[line - 1]
     except (OSError, UnicodeDecodeError, cells.NotebookError, IndexError, json.JSONDecodeError):
         return ""

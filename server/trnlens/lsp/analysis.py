@@ -30,6 +30,7 @@ from typing import Any
 from lsprotocol import types
 
 from trnlens import speedup
+from trnlens.agent.notebook.cells import cell_label
 from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, compiled_variants, fix_variants
 from trnlens.headline import headline as run_headline
@@ -433,16 +434,20 @@ def measurement(doc: ProfiledDocument, finding: Finding) -> tuple[str, float] | 
         result = placement.result
         if result.error:
             continue
-        dispatches, time_us, hit = 0.0, 0.0, False
+        dispatches, time_us, hit, cell = 0.0, 0.0, False, None
         for measured, entry in placement.lines.items():
             now = placement.now(measured)
             if now is not None and first <= now <= last:
                 hit = True
                 dispatches += entry.get("dispatches") or 0
                 time_us += entry.get("device_us") or 0
+                cell = cell or _in_cell(entry, now)
         if not hit:
             continue
-        span = f"line {first + 1}" if first == last else f"lines {first + 1}–{last + 1}"
+        # in a notebook the lines as the cell numbers them, as the hover says them (issue 42)
+        shift, where = cell or (0, "")
+        a, b = first + 1 + shift, last + 1 + shift
+        span = (f"line {a}" if a == b else f"lines {a}–{b}") + where
         text = (
             f"measured: {format.count(dispatches, 'dispatch')}, {format.duration(time_us)} "
             f"{result.part_label} per step on {span} "
@@ -456,6 +461,15 @@ def measurement(doc: ProfiledDocument, finding: Finding) -> tuple[str, float] | 
         total = placement.line_total()
         return text, (time_us / total if total > 0 else 0.0)
     return None
+
+
+def _in_cell(entry: dict, now: int) -> tuple[int, str] | None:
+    """For a notebook run's line (``cell`` set by the report's views): how far the cell's own
+    line number is from the joined text's (0-based ``now``), and `` (cell 3)``."""
+    cell = entry.get("cell")
+    if not isinstance(cell, dict) or not isinstance(cell.get("line"), int):
+        return None
+    return cell["line"] - (now + 1), f" ({cell_label(cell['index'])})"
 
 
 def _short(variant: dict) -> str:

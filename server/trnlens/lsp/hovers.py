@@ -14,6 +14,7 @@ from lsprotocol import types
 
 from trnlens import speedup
 from trnlens.agent import stability
+from trnlens.agent.notebook.cells import cell_label
 from trnlens.lsp import compiled, format, library, markdown, rank_hints, run_findings, xla_figures
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
@@ -162,7 +163,7 @@ def _line_name(entry: dict) -> str:
     the report name it; ``**line 13**`` in a file."""
     cell = entry.get("cell")
     if isinstance(cell, dict) and isinstance(cell.get("line"), int):
-        return f"**line {cell['line']}** (cell {cell.get('index')})"
+        return f"**line {cell['line']}** ({cell_label(cell['index'])})"
     return f"**line {entry['line']}**"
 
 

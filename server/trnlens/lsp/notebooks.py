@@ -131,6 +131,9 @@ async def did_open(app: Services, params: types.DidOpenNotebookDocumentParams) -
     doc = ctx.add_document(uri, made.text, notebook=True)
     if doc is None:
         return
+    # The cells answer requests at once (a lens asked right after the open); the file's cell
+    # ids, read off the loop, are adopted when they arrive.
+    _adopt_cells(app, doc)
     doc.saved_cells = await _read_saved_cells(doc)
     _adopt_cells(app, doc)
     await lifecycle.prepare_and_publish(app, doc)

@@ -12,7 +12,7 @@ import secrets
 from importlib import resources
 
 from trnlens import speedup, units
-from trnlens.agent.notebook.cells import Joined
+from trnlens.agent.notebook.cells import Joined, cell_label
 from trnlens.headline import headline as run_headline
 from trnlens.report import escape, icicle, ranks, svg, xla
 from trnlens.report.views import ReportModel, RunView, relative
@@ -244,7 +244,7 @@ def _lines_section(view: RunView, prefix: str) -> str:
 
     def _line_row(path_, number, text, entry, total) -> str:  # a notebook's lines in cells
         placed = in_cells.locate(number) if in_cells and path_ == path and number else None
-        shown = f"cell {placed[0].index}:{placed[1]}" if placed else number
+        shown = f"{cell_label(placed[0].index)}:{placed[1]}" if placed else number
         return _row(path_, number, text, entry, total, shown)
 
     path = (r.get("function") or {}).get("path")

@@ -82,6 +82,18 @@ class Joined:
         raise KeyError(f"no cell {index}")
 
 
+def cell_label(index: int) -> str:
+    """``cell 4`` for the cell at index 3: people count cells from 1, as VS Code's status bar
+    ("Cell 4 of 6") and ruff's output do. Data keeps the 0-based index (nbformat's list, VS
+    Code's API); only the words for people add one."""
+    return f"cell {index + 1}"
+
+
+def cell_index(label_number: int) -> int:
+    """The 0-based index of the cell that ``cell N`` names (``cell_label``'s inverse)."""
+    return label_number - 1
+
+
 def split_lines(source: str) -> list[str]:
     """A cell's lines without their line ends ("a\\nb\\n" and "a\\nb" are both two lines)."""
     lines = source.split("\n")
