@@ -180,7 +180,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
     assert.ok(existsSync(PYTHON), `no interpreter at ${PYTHON}`);
     mkdirSync(ARTIFACTS, { recursive: true });
     // Screenshots of an earlier run must not pass for this one's.
-    for (const name of ['trusted', 'trusted-hover', 'trusted-failure', 'untrusted', 'untrusted-failure',
+    for (const name of ['trusted', 'trusted-hover', 'trusted-change', 'trusted-failure', 'untrusted', 'untrusted-failure',
       'explorer', 'explorer-page', 'explorer-failure', 'compiled', 'compiled-failure',
       'measured', 'measured-failure', 'library-hover', 'library-failure']) {
       rmSync(join(ARTIFACTS, `${name}.png`), { force: true });
@@ -285,6 +285,27 @@ describe('trnlens in code-server', { concurrency: false }, () => {
         RUN_TIMEOUT,
       );
       assert.deepEqual(storedRuns(), ['rmsnorm_naive', 'rmsnorm_fused']);
+
+      // Issue 42, point 7: a second run says its change against the first in words that never
+      // contradict its figure ("no change vs previous (+768%, within noise)" was seen): "no
+      // change" only with a figure under the 10% threshold, else the figure leads.
+      await page.keyboard.press('Control+Alt+P');
+      const changed = await waitFor(
+        'the change against the previous run',
+        async () => {
+          const text = await lensAbove(page, 'def rmsnorm_fused(');
+          return text && /vs previous/.test(text) ? text : null;
+        },
+        RUN_TIMEOUT,
+      );
+      const said = changed.match(/(no change(?: in time)?|[+−±]\d+%) vs previous(?: \(([^)]*)\))?/);
+      assert.ok(said, changed);
+      if (said[1].startsWith('no change')) {
+        const figure = (said[2] ?? '').match(/^[+−±](\d+)%, (within noise|under the 10% threshold)$/);
+        assert.ok(figure && Number(figure[1]) < 10, changed);
+      }
+      await page.screenshot({ path: join(ARTIFACTS, 'trusted-change.png') });
+      assert.deepEqual(storedRuns(), ['rmsnorm_naive', 'rmsnorm_fused', 'rmsnorm_fused']);
     });
   });
 
