@@ -36,8 +36,8 @@ def _codes(source: str) -> list[tuple[int, str]]:
     return [(f.location.row, f.code) for f in findings(source) if f.code.startswith("TRN3")]
 
 
-def _row(needle: str) -> int:
-    return next(i for i, line in enumerate(XLA_CODE.splitlines(), 1) if needle in line)
+def _row(needle: str, source: str = XLA_CODE) -> int:
+    return next(i for i, line in enumerate(source.splitlines(), 1) if needle in line)
 
 
 def test_each_graph_cut_is_found_at_its_line():
@@ -261,9 +261,8 @@ def test_reads_logged_every_n_steps_evaluation_and_generation_are_not_the_steps_
     """Issue 40, point 5: the blind reading disputed reads in generation loops (a stop flag per
     token) as no training step's cost; a read under ``if step % N == 0`` already is "less often"."""
     found = _codes(LOOPS)
-    row = lambda needle: next(i for i, line in enumerate(LOOPS.splitlines(), 1) if needle in line)  # noqa: E731
-    assert (row("seen = loss.item()"), "TRN302") in found  # every step: still a cut
-    assert (row("print(loss.item())"), "TRN302") not in found
+    assert (_row("seen = loss.item()", LOOPS), "TRN302") in found  # every step: still a cut
+    assert (_row("print(loss.item())", LOOPS), "TRN302") not in found
     # a data-dependent shape under the same `if` still makes its own graph every N steps
-    assert (row("torch.nonzero"), "TRN301") in found
-    assert not any(r >= row("def evaluate") for r, _ in found), found
+    assert (_row("torch.nonzero", LOOPS), "TRN301") in found
+    assert not any(r >= _row("def evaluate", LOOPS) for r, _ in found), found

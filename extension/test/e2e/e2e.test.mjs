@@ -49,7 +49,7 @@ import {
   runPaletteCommand,
   startCodeServer,
 } from './codeserver.mjs';
-import { hoverOver, waitFor } from './editor-page.mjs';
+import { hoverOver, lensWhere, waitFor } from './editor-page.mjs';
 import { checkReport } from './report-browser.mjs';
 import { reportInWebview } from './report-webview.mjs';
 
@@ -290,14 +290,8 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       // contradict its figure ("no change vs previous (+768%, within noise)" was seen): "no
       // change" only with a figure under the 10% threshold, else the figure leads.
       await page.keyboard.press('Control+Alt+P');
-      const changed = await waitFor(
-        'the change against the previous run',
-        async () => {
-          const text = await lensAbove(page, 'def rmsnorm_fused(');
-          return text && /vs previous/.test(text) ? text : null;
-        },
-        RUN_TIMEOUT,
-      );
+      const changed = await lensWhere(page, 'def rmsnorm_fused(', (text) => /vs previous/.test(text),
+        'the change against the previous run', RUN_TIMEOUT);
       const said = changed.match(/(no change(?: in time)?|[+−±]\d+%) vs previous(?: \(([^)]*)\))?/);
       assert.ok(said, changed);
       if (said[1].startsWith('no change')) {

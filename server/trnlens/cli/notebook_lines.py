@@ -12,7 +12,7 @@ from typing import Any
 
 from trnlens.agent.notebook import cells
 
-_CELL_PATH = re.compile(r"^(?P<path>.*\.ipynb):cell (?P<index>\d+)$")
+_CELL_PATH = re.compile(r"^(?P<path>.*\.ipynb):cell (?P<number>\d+)$")
 
 
 def in_cells(data: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def cell_source_line(root: Path, path: str, line: int) -> str | None:
         return None
     try:
         notebook = cells.read((root / match["path"]).read_text("utf-8"))
-        index = cells.cell_index(int(match["index"]))
+        index = cells.cell_index(int(match["number"]))
         if index < 0:
             return ""
         source = cells.cell_source(notebook["cells"][index])
