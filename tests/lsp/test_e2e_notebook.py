@@ -18,10 +18,11 @@ from tests.notebooks import SAMPLE, cell_line
 from .session import FAST, editor, workspace
 
 
-def open_notebook(ed, name: str = "nb.ipynb") -> dict[str, str]:
-    """Sends the notebook's cells as VS Code does; returns cell id -> cell uri."""
+def open_notebook(ed, name: str = "nb.ipynb", notebook: dict | None = None) -> dict[str, str]:
+    """Sends the notebook's cells as VS Code does (``notebook``: its JSON, else the file's);
+    returns cell id -> cell uri."""
     path = ed.root / name
-    notebook = json.loads(path.read_text("utf-8"))
+    notebook = notebook or json.loads(path.read_text("utf-8"))
     cells, documents, uris = [], [], {}
     for cell in notebook["cells"]:
         uri = f"vscode-notebook-cell:{path.as_posix()}#{cell['id']}"

@@ -10,7 +10,9 @@ the file opens, as after any run.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -176,6 +178,28 @@ async def test_a_notebook_cells_hints_fit_43_and_say_stale(tmp_path):
         edit_cell(ed, (root / "nb.ipynb").as_uri(), cell, in_cell - 1, "    # edited\n", 2)
         lines = assert_fits(await ed.hints(cell))
         assert lines == {in_cell: "  100% · 192 ms · 443 dispatches · stale"}
+
+
+async def test_a_hint_asked_while_the_notebook_file_is_read_waits_for_its_runs(tmp_path):
+    """The notebook's open reads the file (its cells' ids) off the loop before placing its runs:
+    a hint asked meanwhile waits for them (it was answered with none: CI, 1 run in 3). The file
+    is a FIFO here, so the read lasts until the test writes it: a disk as slow as it takes."""
+    root = workspace(tmp_path)
+    store_notebook_run(root)
+    text = (root / "nb.ipynb").read_text("utf-8")
+    _, in_cell = cell_line(root / "nb.ipynb", "rms-cell", "torch.rsqrt")
+    (root / "nb.ipynb").unlink()
+    os.mkfifo(root / "nb.ipynb")
+    notebook = json.loads(text)
+    async with editor(root) as ed:
+        cell = open_notebook(ed, notebook=notebook)["rms-cell"]
+        asked = asyncio.ensure_future(ed.hints(cell))
+        # a request sent after it, answered at once: the server has taken the hint's by then
+        assert await ed.hover((root / "elsewhere.py").as_uri(), 0) is None
+        assert not asked.done()  # it waits for the file
+        await asyncio.to_thread((root / "nb.ipynb").write_text, text, "utf-8")
+        lines = assert_fits(await asked)
+        assert lines == {in_cell - 1: "  100% · 192 ms · 443 dispatches · bwd 58%"}
 
 
 def _doc(text: str, path: Path, root: Path) -> ProfiledDocument:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Awaitable, Callable
 
 from lsprotocol import types
 
@@ -45,12 +46,20 @@ async def did_open(app: Services, params: types.DidOpenTextDocumentParams) -> No
         await prepare_and_publish(app, doc)
 
 
-async def prepare_and_publish(app: Services, doc: ProfiledDocument) -> None:
+async def prepare_and_publish(
+    app: Services, doc: ProfiledDocument, first: Callable[[], Awaitable[None]] | None = None
+) -> None:
     """A document just added: parsed and analysed off the loop, its stored runs placed, its
-    diagnostics published (a file's or a notebook's: lsp/notebooks.py)."""
+    diagnostics published (a file's or a notebook's: lsp/notebooks.py). ``first``: what else
+    the open waits for (a notebook's file read); requests on the document wait for it too,
+    else one asked meanwhile is answered without the document's runs."""
     ctx = app.ctx
     ready = ctx.opening(doc.uri)
     try:
+        if first is not None:
+            await first()
+            if ctx.documents.get(doc.uri) is not doc:
+                return  # closed (or reopened) meanwhile
         settings = ctx.settings_for(doc.root)
         prepare = app.analysis.prepare
         prepared = await asyncio.to_thread(prepare, doc.text, doc.relpath, settings)

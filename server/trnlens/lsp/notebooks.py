@@ -131,12 +131,16 @@ async def did_open(app: Services, params: types.DidOpenNotebookDocumentParams) -
     doc = ctx.add_document(uri, made.text, notebook=True)
     if doc is None:
         return
-    # The cells answer requests at once (a lens asked right after the open); the file's cell
-    # ids, read off the loop, are adopted when they arrive.
+    # The cells are routed at once: a request on one (a lens asked right after the open) waits
+    # for the notebook's open, which reads the file's cell ids off the loop, then its runs.
     _adopt_cells(app, doc)
-    doc.saved_cells = await _read_saved_cells(doc)
-    _adopt_cells(app, doc)
-    await lifecycle.prepare_and_publish(app, doc)
+
+    async def read_cell_ids() -> None:
+        doc.saved_cells = await _read_saved_cells(doc)
+        if ctx.documents.get(uri) is doc:
+            _adopt_cells(app, doc)
+
+    await lifecycle.prepare_and_publish(app, doc, read_cell_ids)
 
 
 @guarded(None)
