@@ -30,7 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from trnlens.agent.runner import Runner
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import inprocess  # noqa: E402
 
 MODEL = """
 import torch
@@ -60,22 +62,8 @@ WAYS = {
 
 def profile(root: Path, options: dict, steps: int = 5, quick: bool = False) -> dict:
     """One run; ``quick``: one warm-up step, two steps and two timed calls, none to settle."""
-    request = {
-        "backend": "cpu",
-        "warmup": 1 if quick else 2,
-        "steps": 2 if quick else steps,
-        "repeats": 2 if quick else 5,
-        "project_root": str(root),
-        "variants": [{"path": "model.py", "qualname": "generate"}],
-        "artifacts_dir": str(root / ".stage"),
-        "options": {"trace": False, **options},
-    }
-    if quick:
-        request["options"]["settle_steps"] = 0
-    result = Runner(request, lambda m: None, lambda: False).run()
-    if result.get("error"):
-        raise SystemExit(f"the run failed: {result['error']['message']}")
-    return result
+    variant = {"path": "model.py", "qualname": "generate"}
+    return inprocess.profile(root, variant, options, quick=quick, warmup=2, steps=steps, repeats=5)
 
 
 def mode_costs(root: Path, repeats: int) -> dict[str, list[float]]:

@@ -23,7 +23,6 @@ end.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -36,8 +35,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "server"))
 
 from trnlens.agent import breakdown  # noqa: E402
-from trnlens.agent.runner import Runner  # noqa: E402
 
+from bench import inprocess  # noqa: E402
 from tests.agent.backward.by_hand import TRAIN as STEP  # noqa: E402  the tests' step
 
 WAYS = {"without": {"backward": False}, "with": {"backward": True}}
@@ -67,34 +66,18 @@ class TableClock:
 
 def profile(root: Path, options: dict, quick: bool) -> dict:
     """One run; ``quick``: one warm-up step, two steps and two timed calls, none to settle."""
-    request = {
-        "backend": "cpu",
-        "warmup": 1 if quick else 2,
-        "steps": 2 if quick else 3,
-        "repeats": 2 if quick else 3,
-        "project_root": str(root),
-        "variants": [{"path": "train.py", "qualname": "step"}],
-        "artifacts_dir": str(root / ".stage"),
-        "options": {"trace": False, "timing_budget_s": 1.0, **options},
-    }
-    if quick:
-        request["options"]["settle_steps"] = 0
-    result = Runner(request, lambda m: None, lambda: False).run()
-    if result.get("error"):
-        raise SystemExit(f"the run failed: {result['error']['message']}")
-    return result
+    variant = {"path": "train.py", "qualname": "step"}
+    return inprocess.profile(
+        root, variant, {"timing_budget_s": 1.0, **options}, quick=quick, warmup=2, steps=3,
+        repeats=3,
+    )  # fmt: skip
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv[1:]
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="one round")
-    parser.add_argument("--rounds", type=int, default=1 if quick else 5)
-    rounds = parser.parse_args().rounds
+    rounds, quick = inprocess.rounds_from_args()
     clock = TableClock()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "train.py").write_text(STEP.lstrip("\n"))
+        root = inprocess.step_project(Path(tmp), STEP)
         profile(root, WAYS["with"], quick)  # imports and first calls out of the figures
         figures: dict[str, dict[str, list]] = {
             w: {"tables": [], "variant": [], "step": [], "size": []} for w in WAYS
