@@ -7,6 +7,7 @@ repeat run (measure.py):
   warm-up    max(warmup, 1)          (the first call is timed as first_call_us)
   headline   1 + steps               (one step under the profiler's warm-up, then the recorded)
   lines      1 + 1 + min(steps, 3)   (a step under the mode, the profiler's warm-up, recorded)
+  memory     memorypass.STEPS        (recorded at once: no time is read from them)
   timing     1 + repeats             (one settling call, then the timed ones)
 and, in a comparison, one more call of the baseline from a fresh copy of the inputs (the check
 that its outputs depend on its inputs alone: comparison.outputs_note).
@@ -15,6 +16,7 @@ that its outputs depend on its inputs alone: comparison.outputs_note).
 from __future__ import annotations
 
 import pytest
+from trnlens.agent import memorypass
 
 from tests.agent.conftest import run
 
@@ -57,13 +59,13 @@ def test_a_profile_calls_the_function_once_per_pass_step_and_no_more(make_projec
     result = run(root, [{"path": "counted.py", "qualname": qualname}], warmup=warmup,
                  steps=steps, repeats=repeats, options=EXACT)  # fmt: skip
     assert result["error"] is None
-    expected = max(warmup, 1) + (1 + steps) + (2 + min(steps, 3)) + (1 + repeats)
+    expected = max(warmup, 1) + (1 + steps) + (2 + min(steps, 3)) + memorypass.STEPS + (1 + repeats)
     assert calls(root) == expected
 
 
-def test_without_lines_and_timing_only_warm_up_and_profiled_steps_run(make_project):
+def test_without_lines_memory_and_timing_only_warm_up_and_profiled_steps_run(make_project):
     root = make_project({"counted.py": COUNTED})
-    options = {**EXACT, "lines": False, "timing": False}
+    options = {**EXACT, "lines": False, "timing": False, "memory": False}
     run(root, [{"path": "counted.py", "qualname": "train_step"}], warmup=1, steps=2,
         options=options)  # fmt: skip
     assert calls(root) == 1 + (1 + 2)
@@ -78,4 +80,5 @@ def test_a_comparison_adds_one_call_of_the_baseline(make_project):
     ]
     outcome = run(root, variants, warmup=1, steps=2, options=options)
     assert outcome["max_abs_diff"] == [0.0, 0.0]  # outputs kept from the first warm-up calls
-    assert calls(root) == 2 * (1 + (1 + 2)) + 1
+    # each variant's memory pass too: a comparison reports each one's peak (issue 41)
+    assert calls(root) == 2 * (1 + (1 + 2) + memorypass.STEPS) + 1

@@ -32,6 +32,7 @@ ENDINGS = {
     "bench_findings.py": ("variant ms (baseline)", "train.py::tiny_ops"),
     "bench_library_rules.py": ("tiny Llama forward (9 files)", "5 modeling files"),
     "bench_load.py": ("3 files of 100 lines open", "p95 ratio", "growth: first half"),
+    "bench_memory.py": ("with / without: variant",),
     "bench_lsp.py": ("p95 after/before", "handler + serialisation in process", "server RSS after"),
     "bench_profile.py": ("compiled speed-up (range)", "small (4, 64, 256)"),
     "bench_ranks.py": ("2 rank(s): request wall", "2 ranks / 1 rank, overhead"),
@@ -46,7 +47,7 @@ NEEDS_XLA = {"bench_xla.py"}
 # Seconds each at the least (every other one takes about one): fresh processes that import torch,
 # profiles, torchrun, torch.compile. Marked slow, so that ``-m "not slow"`` leaves the rest.
 SLOW = {"bench_attribution.py", "bench_backward.py", "bench_collectives.py", "bench_compare.py",
-        "bench_compile.py", "bench_findings.py", "bench_load.py", "bench_lsp.py",
+        "bench_compile.py", "bench_findings.py", "bench_load.py", "bench_lsp.py", "bench_memory.py",
         "bench_profile.py", "bench_ranks.py", *NEEDS_SSHD, *NEEDS_XLA}  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import basis, breakdown, heap, linespass, overlap, patterns, stability
+from . import basis, breakdown, heap, linespass, memorypass, overlap, patterns, stability
 from . import events as ev
 from .collectives import calls as collective_calls
 from .collectives import owners as collective_owners
@@ -70,6 +70,9 @@ class Settings:
     # Multi-rank: read each collective call from the profile (collectives/); off only to
     # measure what the reading costs (bench/bench_collectives.py).
     collectives: bool = True
+    # The memory pass (memorypass.py): the peak by kind and line, and growth step over step; off
+    # only to measure what it costs (bench/bench_memory.py).
+    memory: bool = True
 
 
 @dataclass
@@ -109,6 +112,7 @@ class Measurement:
     attribution_us: float | None = None  # the attribution pass's wall time, all its steps
     # Multi-rank runs only: this rank's profiled steps and collective calls (collectives/).
     rank_timeline: dict | None = None
+    memory: dict | None = None  # memorypass.py: the peak by kind and line, growth a step
 
 
 class Measurer:
@@ -309,6 +313,8 @@ class Measurer:
             )
         if self.backend.time_basis != "cpu":
             m.peak_memory_bytes = self._device_peak(step)
+        if s.memory and memorypass.unsupported(self.backend.name) is None:
+            self._memory(m, step, project)
         if s.defer_timing:
             m.steps_us = self.steps_us
             return m
@@ -460,6 +466,18 @@ class Measurer:
         m.modules, m.modules_rest = found.modules(limit)
         m.host_syncs = found.host_syncs(self.backend.name)
         m.library_files = found.library_files()
+
+    def _memory(self, m: Measurement, step, project) -> None:
+        self.progress("measuring", "memory by kind and line", 0, memorypass.STEPS)
+        self._phase("memory")
+        try:
+            m.memory = memorypass.run(self, step, project)
+        except Cancelled:
+            raise
+        except Exception as e:  # torch's memory profiler is private API: the run goes on
+            m.warnings.append(
+                f"the memory pass failed ({type(e).__name__}: {e}): no memory by kind"
+            )
 
     def _device_peak(self, step) -> int | None:
         self.backend.reset_peak_memory()

@@ -62,6 +62,8 @@ SCHEMA_VERSION = 4
 #    bandwidth_gbps, rank_timelines' calls with source, bytes, bucket, modules, exposed;
 #    library_files[].sha256 and .bytes (a remote run's files, asked for by digest) and
 #    library_copies (the server's local copy of each remote library file it read).
+# 4 (issue 41), optional: memory (agent/memorypass.py): the peak by kind, its phase and line,
+#    growth a step and its lines.
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 AGENT_VERSION = "0.1.0"
 

@@ -52,6 +52,7 @@ def parse(fields: dict[str, Any]) -> RunRequest:
         settle_steps=int(options.get("settle_steps", Settings.settle_steps)),
         attribution=str(options.get("attribution", Settings.attribution)),
         collectives=bool(options.get("collectives", True)),
+        memory=bool(options.get("memory", Settings.memory)),
         attribution_limit=_limit(options.get("attribution_limit", Settings.attribution_limit)),
         backward=bool(options.get("backward", Settings.backward)),
     )

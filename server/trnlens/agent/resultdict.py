@@ -36,6 +36,7 @@ MEASURED = (
     "findings",
     "launch",
     "time_scale",
+    "memory",
 )
 # The attribution's (breakdown.py), present only when it ran.
 ATTRIBUTED = ("frames", "frames_rest", "modules", "modules_rest", "host_syncs", "library_files")

@@ -15,6 +15,7 @@ from trnlens.cli.render_findings import (
     library_findings_lines,
     mode_lines,
 )
+from trnlens.cli.render_memory import memory_lines
 from trnlens.cli.render_ranks import ranks_lines
 from trnlens.cli.render_xla import comparison_xla_lines, xla_lines
 from trnlens.headline import headline as run_headline
@@ -109,7 +110,7 @@ def render_result(
         f"{fmt_time(data['cpu_time_per_step_us'])} CPU (step)",
         f"{fmt_time(data['wall_time_per_step_us'])} wall",
     ]
-    if data.get("peak_memory_bytes") is not None:
+    if data.get("peak_memory_bytes") is not None and data.get("memory") is None:
         figures.append(f"peak +{fmt_bytes(data['peak_memory_bytes'])}")
     out.append("  " + "  ·  ".join(figures) + "  (medians over the same profiled steps)")
     profiled = data.get("profiled_timing")
@@ -178,6 +179,7 @@ def render_result(
     out.extend(compile_lines(data))
     out.extend(xla_lines(data, table, fmt_bytes))
     out.extend(findings_lines(data, table))
+    out.extend(memory_lines(data))
     out.extend(library_findings_lines(data))
     for warning in dict.fromkeys(data.get("warnings", [])):  # each once
         out.append(f"warning: {warning}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trnlens import memoryfigures
 from trnlens.agent import sources
 from trnlens.agent.executed.fingerprint import module_hash
 from trnlens.agent.notebook.cells import Joined
@@ -311,6 +312,7 @@ class ProfiledDocument:
         measured = set(lines) | ({error_line} if error_line is not None else set())
         measured |= compiled_lines(result, self.relpath)  # graph breaks (lsp/compiled.py)
         measured |= xla_lines(result, self.relpath)  # an XLA run's lines (lsp/xla_figures.py)
+        measured |= memory_lines(result, self.relpath)  # memory growth's lines (lsp/memory.py)
         measured |= {  # measured findings' lines follow edits like the figures' lines
             f["line"] - 1
             for f in result.data.get("findings") or []
@@ -478,3 +480,11 @@ def xla_lines(result: Result, relpath: str) -> set[int]:
         for r in rows
         if r.get("path") == relpath and isinstance(r.get("line"), int) and r["line"] >= 1
     }
+
+
+def memory_lines(result: Result, relpath: str) -> set[int]:
+    """0-based lines of this file where the run's memory grows (lsp/memory.py): anchored, so that
+    the growth diagnostics follow edits."""
+    memory = memoryfigures.read(result.data)
+    rows = memory.growth if memory is not None else []
+    return {r.line - 1 for r in rows if r.path == relpath and r.line is not None and r.line >= 1}

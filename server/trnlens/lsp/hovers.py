@@ -15,7 +15,16 @@ from lsprotocol import types
 from trnlens import speedup
 from trnlens.agent import stability
 from trnlens.agent.notebook.cells import cell_label
-from trnlens.lsp import compiled, format, library, markdown, rank_hints, run_findings, xla_figures
+from trnlens.lsp import (
+    compiled,
+    format,
+    library,
+    markdown,
+    memory,
+    rank_hints,
+    run_findings,
+    xla_figures,
+)
 from trnlens.lsp.documents import Placement, ProfiledDocument
 from trnlens.lsp.report import hover_link as report_link
 
@@ -241,6 +250,7 @@ def _function_table(placement: Placement, pad: bool = False) -> str:
     rows.extend(compiled.hover_lines(result))  # a compiled run's graphs
     rows.extend(rank_hints.hover_lines(result))  # a multi-rank run's ranks
     rows.extend(xla_figures.hover_lines(result))  # an XLA run's graphs and compilations
+    rows.extend(memory.hover_lines(result))  # the peak by kind, growth
     return "\n".join(rows)
 
 

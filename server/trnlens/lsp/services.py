@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trnlens.lsp import compiled, diagnostics, library, missing_inputs, run_findings, xla_figures
+from trnlens.lsp import (
+    compiled,
+    diagnostics,
+    library,
+    memory,
+    missing_inputs,
+    run_findings,
+    xla_figures,
+)
 from trnlens.lsp.analysis import AnalysisService
 from trnlens.lsp.context import Client, Context
 from trnlens.lsp.documents import ProfiledDocument
@@ -43,6 +51,7 @@ def build(client: Client) -> Services:
     hub.register("profile.compile", compiled.diagnostics)
     hub.register("profile.xla", xla_figures.diagnostics)
     hub.register("profile.findings", run_findings.provider)
+    hub.register("profile.memory", memory.diagnostics)
 
     # Library findings sit on the calling line, and on their own line in an open library file.
     def library_diagnostics(doc: ProfiledDocument, _: Settings) -> list:

@@ -1,0 +1,293 @@
+"""The memory pass: a step's memory peak, what is live at it by kind, and what each step keeps.
+
+torch's own memory profiler (``torch.profiler._memory_profiler``, the data behind the public
+``profile.export_memory_timeline``) reads a profile recorded with shapes, memory and Python
+calls, follows every tensor from its allocation to its free, and sorts it into parameters,
+gradients, optimizer state, activations (what autograd keeps for backward), temporaries and
+inputs. It is torch's, kept with torch, and right where a hand-written guess would not be (a
+tensor becomes a gradient when autograd writes it). This pass records a few steps that way, on
+their own (the Python tracer slows the steps: no time is read from them), and reads:
+
+- the peak of the live memory on the run's device over the steps, the step's phase at that
+  moment (forward, backward, optimizer: from the op that allocated it) and the project line whose
+  call allocated it, and what is live then, kind by kind;
+- growth: tensors a step allocated that are still held when the last step ends, in every step
+  but the last (the last one's outputs may still be in use): bytes a step, at the project line
+  whose call allocated them (where a list appends a tensor, the line that made the tensor).
+
+Each allocation's line is the innermost Python call into torch made from a project file (the
+tracer's caller frame: file and line), so ``torch.ones(n)`` inside ``kept.append(...)`` is
+placed on that line, and an allocation inside ``loss.backward()`` or ``opt.step()`` on the line
+that called it. Not for XLA or Neuron: their memory is the device runtime's, not torch's
+allocator (``reason`` says so).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+# Growth is read on every step but the last. Two steps: torch's reading of the timeline costs
+# about a second a step of a tiny Llama (14k events in 3 steps: 4.5 s under load), and the steps
+# before the pass (warm-up, headline, lines) have made what a step makes once.
+STEPS = 2
+BASIS = "torch.profiler memory timeline"
+# torch's categories (torch.profiler._memory_profiler.Category) under the names trnlens shows
+KINDS = {
+    "PARAMETER": "parameters",
+    "GRADIENT": "gradients",
+    "OPTIMIZER_STATE": "optimizer_state",
+    "ACTIVATION": "activations",
+    "TEMPORARY": "temporaries",
+    "INPUT": "inputs",
+    "AUTOGRAD_DETAIL": "autograd",
+}
+OTHER = "other"  # a tensor held before the steps that torch could not sort
+TEMPORARIES = "temporaries"
+KEPT = "kept"  # made by an earlier step of the pass and still held (growth, when every step does)
+DEVICES = {"cpu": "cpu", "cuda": "cuda"}  # backend name -> the torch device type it allocates on
+_OPTIMIZERS = ("torch/optim/", "torch/distributed/optim/")  # the tracer's short file names
+_STEP_NAME = re.compile(r"ProfilerStep#\d+$")
+
+
+def unsupported(backend_name: str) -> str | None:
+    """Why the pass cannot run on this backend (None: it can)."""
+    if backend_name in DEVICES:
+        return None
+    return (
+        f"memory by kind and line is not measured on {backend_name}: its memory is the device "
+        "runtime's, not torch's allocator"
+    )
+
+
+def run(measurer: Any, step: Callable[[], Any], project: Any) -> dict:
+    """Records :data:`STEPS` steps with memory, shapes and Python calls; their reading."""
+    torch = measurer.torch
+    collected: dict[str, Any] = {}
+
+    def ready(prof: Any) -> None:
+        from torch.profiler._memory_profiler import MemoryProfileTimeline
+
+        profile = prof._memory_profile()
+        collected["timeline"] = MemoryProfileTimeline(profile)
+        collected["tree"] = list(profile._op_tree.dfs())
+
+    with measurer.context(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*won't be using warmup")
+        with torch.profiler.profile(
+            activities=measurer.backend.activities(),
+            # no warm-up step: no time is read from these steps
+            schedule=torch.profiler.schedule(wait=0, warmup=0, active=STEPS, repeat=1),
+            on_trace_ready=ready,
+            profile_memory=True,
+            record_shapes=True,
+            with_stack=True,
+        ) as prof:
+            for _ in range(STEPS):
+                measurer.check()
+                measurer.one_step(step)
+                prof.step()
+    device = DEVICES[measurer.backend.name]
+    return read(collected["timeline"], collected["tree"], device, project)
+
+
+def read(timeline: Any, tree: Iterable[Any], device: str, project: Any) -> dict:
+    """The pass's figures from torch's memory timeline and the profile's event tree."""
+    from torch._C._profiler import _EventType
+
+    allocations: dict[int, Any] = {}
+    steps: list[tuple[int, int]] = []
+    for event in tree:
+        kind = event.typed[0]
+        if kind == _EventType.Allocation:
+            allocations.setdefault(event.start_time_ns, event)
+        elif kind == _EventType.TorchOp and _STEP_NAME.match(event.name):
+            steps.append((event.start_time_ns, event.end_time_ns))
+    steps.sort()
+
+    files = _file_names(project)
+
+    def where(t: int) -> tuple[tuple[str, int] | None, str]:
+        found = allocations.get(t)
+        return (_project_line(found, project, _EventType, files), _phase(found, _EventType))
+
+    def torch_kind(key: Any, version: int) -> str | None:
+        found = timeline.categories.get(key, version)
+        return KINDS.get(found.name) if found is not None else None
+
+    def made_kind(key: Any, version: int, t: int) -> str:
+        """A tensor the steps made: a gradient, an activation (made in forward, kept for
+        backward) as torch sorts it; the rest temporaries (torch's sorting of a step's other
+        tensors is a guess: AdamW's temporaries came out as parameters and as activations)."""
+        kind = torch_kind(key, version)
+        if kind == "gradients" or (kind == "activations" and where(t)[1] == "forward"):
+            return kind
+        return TEMPORARIES
+
+    # live bytes by (kind, index of the step that made them; -1: held before the steps)
+    live: dict[tuple[str, int], int] = {}
+    held: dict[Any, tuple[str, int]] = {}  # a live tensor's (kind, step index)
+    total = peak = 0
+    peak_at: tuple[int, int, dict[tuple[str, int], int]] | None = None  # time, step, live
+    created: dict[Any, tuple[int, int]] = {}  # key -> (time, bytes), of the steps' tensors
+    for t, action, (key, version), size in sorted(
+        (entry for entry in timeline.timeline if entry[2][0].device.type == device),
+        key=lambda entry: entry[0],
+    ):
+        name = action.name
+        if name in ("PREEXISTING", "CREATE"):
+            if name == "PREEXISTING":
+                held[key] = (torch_kind(key, version) or OTHER, -1)
+            else:
+                held[key] = (made_kind(key, version, t), _step_index(t, steps))
+                created[key] = (t, size)
+            live[held[key]] = live.get(held[key], 0) + size
+            total += size
+        elif name == "INCREMENT_VERSION" and key in held:
+            kind, index = held[key]
+            if index < 0:  # torch's kind of the new version (a parameter updated in place)
+                live[(kind, index)] -= size
+                held[key] = (torch_kind(key, version + 1) or kind, index)
+                live[held[key]] = live.get(held[key], 0) + size
+        elif name == "DESTROY" and key in held:
+            live[held[key]] -= size
+            total -= size
+            created.pop(key, None)
+            del held[key]
+        if total > peak and (index := _step_index(t, steps)) >= 0:
+            peak, peak_at = total, (t, index, dict(live))
+    made: dict[str, Any] = {
+        "device": device,
+        "steps": len(steps),
+        "basis": BASIS,
+        "peak_bytes": peak,
+        "peak_phase": None,
+        "peak_line": None,
+        "at_peak": {},
+        "growth_per_step_bytes": 0,
+        "growth": [],
+    }
+    if peak_at is not None:
+        t, index, at_peak = peak_at
+        line, phase = where(t)
+        made["peak_phase"] = phase
+        made["peak_line"] = _line(line)
+        made["at_peak"] = _kinds(at_peak, index)
+    made["growth_per_step_bytes"], made["growth"] = _growth(created, steps, where)
+    return made
+
+
+def _growth(
+    held: dict[Any, tuple[int, int]],
+    steps: list[tuple[int, int]],
+    where: Callable[[int], tuple[tuple[str, int] | None, str]],
+) -> tuple[int, list[dict]]:
+    """Bytes a step that the steps before the last allocate and still hold at the end, and the
+    lines that allocated them: growth only when every such step holds some."""
+    if len(steps) < 2:
+        return 0, []
+    kept_steps = steps[:-1]
+    per_step = [0] * len(kept_steps)
+    by_line: dict[tuple[str, int] | None, int] = {}
+    for t, size in held.values():
+        index = next((i for i, (a, b) in enumerate(kept_steps) if a <= t <= b), None)
+        if index is None:
+            continue
+        per_step[index] += size
+        line, _ = where(t)
+        by_line[line] = by_line.get(line, 0) + size
+    if min(per_step) <= 0:
+        return 0, []
+    count = len(kept_steps)
+    rows = [
+        {**(_line(line) or {"path": None, "line": None}), "bytes_per_step": size // count}
+        for line, size in sorted(by_line.items(), key=lambda item: -item[1])
+    ]
+    return int(statistics.median(per_step)), rows
+
+
+def _step_index(t: int, steps: list[tuple[int, int]]) -> int:
+    """The index of the step that ``t`` falls in; -1: none."""
+    return next((i for i, (a, b) in enumerate(steps) if a <= t <= b), -1)
+
+
+def _kinds(live: dict[tuple[str, int], int], step: int) -> dict[str, int]:
+    """Live bytes by kind in step ``step``: what an earlier step made and still holds is
+    ``kept``."""
+    found: dict[str, int] = {}
+    for (kind, index), size in live.items():
+        name = KEPT if 0 <= index < step else kind
+        found[name] = found.get(name, 0) + size
+    return {kind: size for kind, size in found.items() if size > 0}
+
+
+def _line(line: tuple[str, int] | None) -> dict | None:
+    return {"path": line[0], "line": line[1]} if line else None
+
+
+def _ancestors(event: Any) -> Iterable[Any]:
+    while event is not None:
+        yield event
+        event = event.parent
+
+
+def _project_line(
+    event: Any, project: Any, types: Any, files: Callable[[str], str | None]
+) -> tuple[str, int] | None:
+    """The project line whose call, innermost, led to the allocation."""
+    for ancestor in _ancestors(event):
+        if ancestor.typed[0] not in (types.PyCall, types.PyCCall):
+            continue
+        caller = ancestor.typed[1].caller
+        path = files(caller.file_name)
+        if path is not None:
+            return project.relpath(path), caller.line_number
+    return None
+
+
+def _file_names(project: Any) -> Callable[[str], str | None]:
+    """The tracer's file name back to the project file's path (None: not the project's). torch
+    shortens each name by the first of its prefixes (sys.path and site's, in
+    ``torch.profiler.python_tracer._prefix_regex``'s order) that matches it: the path is a prefix
+    and the name such that the prefix is the first to match, a file on disk first (an unsaved
+    buffer is not on disk)."""
+    from torch.profiler.python_tracer import _prefix_regex
+
+    prefixes = _prefix_regex()
+    found: dict[str, str | None] = {}
+
+    def first_prefix(path: str) -> str | None:
+        return next((p for p in prefixes if path.startswith(p)), None)
+
+    def project_path(name: str) -> str | None:
+        if os.path.isabs(name):
+            return name if project.is_project_file(name) else None
+        paths = [p + name for p in prefixes if first_prefix(p + name) == p]
+        on_disk = [path for path in paths if os.path.isfile(path)]
+        if on_disk:  # the file the tracer saw, the project's or not
+            return on_disk[0] if project.is_project_file(on_disk[0]) else None
+        return next((path for path in paths if path in project.files), None)  # unsaved
+
+    def absolute(name: str) -> str | None:
+        if name not in found:
+            found[name] = project_path(name)
+        return found[name]
+
+    return absolute
+
+
+def _phase(event: Any, types: Any) -> str:
+    """forward, backward or optimizer: what the step was doing when it allocated. The autograd
+    engine's ops and its Python entry; torch's optimizers by their files (the tracer's names;
+    its ``optimizer`` field and the ``Optimizer.step#`` label are not above their ops)."""
+    for ancestor in _ancestors(event):
+        name = ancestor.name
+        if name.startswith("autograd::engine::evaluate_function") or "run_backward" in name:
+            return "backward"
+        if ancestor.typed[0] == types.PyCall and name.startswith(_OPTIMIZERS):
+            return "optimizer"
+    return "forward"

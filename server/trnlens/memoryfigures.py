@@ -1,0 +1,109 @@
+"""A run's memory (agent/memorypass.py) read once, typed, and its words: the CLI, the hover and
+the diagnostics say the same figure the same way.
+
+The agent writes plain dicts (``result["memory"]``, its shape in the result schema); this reads
+one into attrs classes with cattrs, as lsprotocol reads LSP messages. ``None`` when the run has
+no memory pass (an older run, an XLA or Neuron run, the pass turned off).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import cattrs
+
+from trnlens import units
+
+# What each kind means, in the order it is shown (the largest part first is left to the reader:
+# a fixed order lets two runs be read side by side).
+KINDS = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer_state": "optimizer state",
+    "activations": "activations kept for backward",
+    "temporaries": "temporaries",
+    "inputs": "inputs",
+    "kept": "kept by earlier steps",
+    "autograd": "autograd's own",
+    "other": "other",
+}
+
+
+@attrs.frozen
+class Line:
+    path: str | None
+    line: int | None
+
+
+@attrs.frozen
+class Growth:
+    path: str | None
+    line: int | None
+    bytes_per_step: int
+
+
+@attrs.frozen
+class Memory:
+    device: str
+    steps: int
+    basis: str
+    peak_bytes: int
+    at_peak: dict[str, int]
+    growth_per_step_bytes: int
+    growth: list[Growth]
+    peak_phase: str | None = None
+    peak_line: Line | None = None
+
+    @property
+    def grows(self) -> bool:
+        return self.growth_per_step_bytes > 0
+
+
+_CONVERTER = cattrs.Converter(forbid_extra_keys=False)
+
+
+def read(data: dict) -> Memory | None:
+    """The run's memory, or None (none measured, or not in the shape this trnlens reads)."""
+    found: Any = data.get("memory")
+    if not isinstance(found, dict):
+        return None
+    try:
+        return _CONVERTER.structure(found, Memory)
+    except (cattrs.BaseValidationError, TypeError, ValueError):
+        return None
+
+
+def peak_words(memory: Memory) -> str:
+    """``peak 269 kB in optimizer (train.py:29)``."""
+    where = f" in {memory.peak_phase}" if memory.peak_phase else ""
+    line = memory.peak_line
+    at = f" ({line.path}:{line.line})" if line is not None and line.path else ""
+    return f"peak {units.data_size(memory.peak_bytes)}{where}{at}"
+
+
+def parts_words(memory: Memory) -> str:
+    """``parameters 49.8 kB · gradients 49.8 kB · ...``: what is live at the peak, by kind."""
+    return " · ".join(
+        f"{label} {units.data_size(memory.at_peak[kind])}"
+        for kind, label in _ordered(memory.at_peak)
+    )
+
+
+def growth_words(bytes_per_step: int, steps: int) -> str:
+    """``memory grows 4.0 KB a step here: ...``: the loud part of a growth finding."""
+    return (
+        f"memory grows {units.data_size(bytes_per_step)} a step here: what this line allocates "
+        f"is still held when later steps end (measured over {steps} steps)"
+    )
+
+
+GROWTH_ADVICE = (
+    "a tensor kept in a list or dict, or a loss summed with its graph, stays alive: keep a "
+    "detached copy (`.detach()`), or clear what is kept"
+)
+
+
+def _ordered(parts: dict[str, int]) -> list[tuple[str, str]]:
+    known = [(kind, label) for kind, label in KINDS.items() if parts.get(kind)]
+    return known + [(kind, kind) for kind in parts if kind not in KINDS and parts[kind]]

@@ -1,0 +1,101 @@
+"""The memory pass with real torch on the CPU (agent/memorypass.py): a training step whose sizes
+are known in advance, read exactly: its parameters, AdamW's two moments and step counters, and a
+list that grows by 4,000 bytes a step, placed on the line that makes what the list keeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.agent.conftest import line_of, run
+
+IN, HIDDEN, OUT, BATCH = 64, 128, 32, 16
+FLOAT = 4
+# nn.Linear(IN, HIDDEN) and nn.Linear(HIDDEN, OUT): weights and biases, float32
+PARAMETERS = (IN * HIDDEN + HIDDEN + HIDDEN * OUT + OUT) * FLOAT
+KEPT = 1000 * FLOAT  # torch.ones(1000) a step
+
+STEP = f"""
+import torch
+
+model = torch.nn.Sequential(
+    torch.nn.Linear({IN}, {HIDDEN}), torch.nn.ReLU(), torch.nn.Linear({HIDDEN}, {OUT})
+)
+opt = torch.optim.AdamW(model.parameters(), foreach=False)
+history = []
+
+
+def inputs():
+    return (torch.randn({BATCH}, {IN}),)
+
+
+# trnlens: inputs=inputs
+def leaky(x):
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    history.append(torch.ones(1000))
+    return loss
+
+
+# trnlens: inputs=inputs
+def clean(x):
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()  # clean's update
+    opt.zero_grad()
+    return loss.detach()
+"""
+
+
+@pytest.fixture
+def step_root(make_project):
+    return make_project({"train.py": STEP})
+
+
+def memory_of(root, qualname: str, **options) -> dict:
+    result = run(root, [{"path": "train.py", "qualname": qualname}], mode="as-written", **options)
+    assert result["error"] is None, result["error"]
+    memory = result["memory"]
+    assert memory is not None, result["warnings"]
+    return memory
+
+
+def test_a_step_that_keeps_a_tensor_a_step_grows_by_its_bytes_at_the_line_that_makes_it(
+    step_root,
+):
+    memory = memory_of(step_root, "leaky")
+    assert memory["growth_per_step_bytes"] == KEPT
+    assert memory["growth"] == [
+        {"path": "train.py", "line": line_of(step_root, "train.py", "history.append"),
+         "bytes_per_step": KEPT},
+    ]  # fmt: skip
+    # the peak is in the last of the 2 steps: the one before it kept one tensor
+    assert memory["at_peak"]["kept"] == KEPT
+
+
+def test_the_peak_holds_parameters_gradients_and_adamws_moments_exactly(step_root):
+    memory = memory_of(step_root, "clean")
+    assert memory["device"] == "cpu" and memory["steps"] == 2
+    assert memory["growth_per_step_bytes"] == 0 and memory["growth"] == []
+    # AdamW's update of the largest weight: every gradient is live, and its temporaries
+    assert memory["peak_phase"] == "optimizer"
+    update = line_of(step_root, "train.py", "clean's update")
+    assert memory["peak_line"] == {"path": "train.py", "line": update}
+    at_peak = memory["at_peak"]
+    assert at_peak["parameters"] == PARAMETERS
+    assert at_peak["gradients"] == PARAMETERS
+    # exp_avg and exp_avg_sq of each parameter, and each parameter's float32 step count
+    assert at_peak["optimizer_state"] == 2 * PARAMETERS + 4 * FLOAT
+    assert at_peak["inputs"] == BATCH * IN * FLOAT
+    assert "kept" not in at_peak and "other" not in at_peak
+    assert memory["peak_bytes"] == sum(at_peak.values())
+
+
+def test_the_pass_is_left_out_on_request(step_root):
+    result = run(
+        step_root, [{"path": "train.py", "qualname": "clean"}], mode="as-written",
+        options={"memory": False},
+    )  # fmt: skip
+    assert result["error"] is None
+    assert result["memory"] is None

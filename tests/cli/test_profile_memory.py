@@ -1,0 +1,60 @@
+"""``trnlens profile`` on a training step that keeps a tensor a step (issue 41): the memory part
+of the output (cli/render_memory.py), from a real run on the CPU, and its JSON valid against the
+result schema. The figures themselves are tested exactly in tests/agent/test_memorypass.py."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import nbformat
+from nbformat import v4
+from trnlens.results import schema
+
+from tests.agent.test_memorypass import KEPT, STEP
+from tests.cli.conftest import trnlens
+
+FAST = ("--warmup", "1", "--steps", "2", "--repeats", "3", "--mode", "as-written")
+
+
+def test_the_output_says_the_peak_by_kind_and_the_growth_loudly_at_its_line(tmp_path):
+    (tmp_path / "train.py").write_text(STEP)
+    growing = next(i for i, t in enumerate(STEP.splitlines(), 1) if "history.append" in t)
+    done = trnlens("profile", "train.py::leaky", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Memory (cpu, torch.profiler memory timeline, 2 steps)" in out
+    assert "  peak " in out and " in optimizer (train.py:" in out
+    assert "live then: parameters 49.8 KB · gradients 49.8 KB · optimizer state 99.6 KB" in out
+    assert f"GROWTH at train.py:{growing}: memory grows 4.0 KB a step here" in out
+    assert "peak +" not in out  # the profiler's host delta is not shown beside it
+    run_dir = next((tmp_path / ".trnlens" / "artifacts").iterdir())
+    result = json.loads((run_dir / "result.json").read_text())
+    jsonschema.validate(result, schema())
+    assert result["memory"]["growth_per_step_bytes"] == KEPT
+
+
+def test_a_step_that_keeps_nothing_says_so(tmp_path):
+    (tmp_path / "train.py").write_text(STEP)
+    done = trnlens("profile", "train.py::clean", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "no growth: nothing a step allocates is held after it" in done.stdout
+    assert "GROWTH" not in done.stdout
+
+
+def test_a_notebooks_growth_is_at_its_cell_line(tmp_path):
+    setup, step = STEP.split("\n\ndef inputs():", 1)
+    notebook = v4.new_notebook()
+    notebook.cells = [
+        v4.new_markdown_cell("# a step that keeps a tensor a step"),
+        v4.new_code_cell(setup.strip(), id="setup"),
+        v4.new_code_cell("def inputs():" + step, id="step"),
+    ]
+    nbformat.write(notebook, tmp_path / "nb.ipynb")
+    growing = next(
+        i for i, t in enumerate(("def inputs():" + step).splitlines(), 1) if "history.append" in t
+    )
+    done = trnlens("profile", "nb.ipynb::leaky", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    # cells counted from 1, as VS Code's status bar counts them: the step's is the third
+    assert f"GROWTH at nb.ipynb:cell 3:{growing}: memory grows 4.0 KB a step" in done.stdout

@@ -1,0 +1,91 @@
+"""A run's memory in the editor (lsp/memory.py): growth as a loud diagnostic at its line that
+follows edits, and the peak by kind in the function's hover, from placed results written here
+(the agent's own figures are tested in tests/agent/test_memorypass.py)."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+from trnlens import memoryfigures
+from trnlens.lsp import hovers, memory
+from trnlens.settings import resolve
+
+from tests.agent.conftest import line_of
+from tests.agent.test_memorypass import STEP
+from tests.lsp.session import editor, workspace
+from tests.lsp.test_features import _doc, _result
+
+MEMORY = {
+    "device": "cpu", "steps": 3, "basis": "torch.profiler memory timeline",
+    "peak_bytes": 276_832, "peak_phase": "optimizer", "peak_line": {"path": "m.py", "line": 6},
+    "at_peak": {"parameters": 49_792, "gradients": 49_792, "optimizer_state": 99_600,
+                "temporaries": 65_548, "inputs": 4_096, "kept": 8_000, "activations": 4},
+    "growth_per_step_bytes": 4_000,
+    "growth": [{"path": "m.py", "line": 5, "bytes_per_step": 4_000},
+               {"path": "other.py", "line": 9, "bytes_per_step": 4_000}],
+}  # fmt: skip
+
+
+def _placed(data: dict | None):
+    result = _result()
+    result.data["memory"] = data
+    doc = _doc()
+    doc.place(result)
+    return doc
+
+
+def test_growth_is_a_warning_at_its_line_that_follows_edits_and_goes_quiet_when_stale():
+    doc = _placed(MEMORY)
+    (diagnostic,) = memory.diagnostics(doc, resolve({}))
+    assert diagnostic.severity == types.DiagnosticSeverity.Warning
+    assert diagnostic.code == "memory-growth" and diagnostic.range.start.line == 4
+    assert diagnostic.message.startswith("memory grows 4.0 KB a step here")
+    assert "`.detach()`" in diagnostic.message
+    assert "measured: 3 steps on cpu (f, " in diagnostic.message
+    doc.update("import torch\n\n\n" + doc.text[len("import torch\n") :], [None])
+    (moved,) = memory.diagnostics(doc, resolve({}))
+    assert moved.range.start.line == 6
+
+
+def test_no_growth_no_memory_and_a_malformed_memory_say_nothing():
+    quiet = {**MEMORY, "growth_per_step_bytes": 0, "growth": []}
+    for data in (quiet, None, {"peak_bytes": "lots"}):
+        doc = _placed(data)
+        assert memory.diagnostics(doc, resolve({})) == []
+        assert memoryfigures.read(doc.placements["f"].result.data) is None or data is quiet
+
+
+def test_the_hover_gives_the_peak_its_phase_and_line_and_what_is_live_by_kind():
+    doc = _placed(MEMORY)
+    found = hovers.hover(doc, types.Position(3, 4), None)
+    assert found is not None
+    text = found.contents.value
+    assert "**memory** peak 276.8 KB in optimizer (m.py:6)" in text
+    assert (
+        "live then: parameters 49.8 KB · gradients 49.8 KB · optimizer state 99.6 KB · "
+        "activations kept for backward 4 B · temporaries 65.5 KB · inputs 4.1 KB · "
+        "kept by earlier steps 8.0 KB"
+    ) in text
+    assert "**grows 4.0 KB a step**" in text
+
+
+async def test_a_step_profiled_from_the_editor_warns_of_its_growth_at_the_line(tmp_path):
+    """End to end: the real agent's memory pass, its growth a Warning at the appending line, its
+    peak in the function's hover."""
+    root = workspace(tmp_path)
+    (root / "train.py").write_text(STEP.lstrip("\n"), "utf-8")
+    growing = line_of(root, "train.py", "history.append") - 1
+    async with editor(root) as ed:  # mode auto: the step calls backward, as written
+        uri = ed.open("train.py")
+        await ed.profile(uri, "leaky")
+
+        def growth():
+            return [d for d in ed.diagnostics(uri) if d.code == memory.CODE]
+
+        (found,) = await ed.wait_for(growth, what="the growth warning")
+        assert found.range.start.line == growing
+        assert found.severity == types.DiagnosticSeverity.Warning
+        assert found.message.startswith("memory grows 4.0 KB a step here")
+        header = line_of(root, "train.py", "def leaky") - 1
+        shown = await ed.hover(uri, header, 5)
+        assert shown is not None and "**grows 4.0 KB a step**" in shown.contents.value
+        assert "**memory** peak " in shown.contents.value
