@@ -7,8 +7,8 @@ repeat run (measure.py):
   warm-up    max(warmup, 1)          (the first call is timed as first_call_us)
   headline   1 + steps               (one step under the profiler's warm-up, then the recorded)
   lines      1 + 1 + min(steps, 3)   (a step under the mode, the profiler's warm-up, recorded)
-  memory     memorypass.STEPS        (recorded at once: no time is read from them)
   timing     1 + repeats             (one settling call, then the timed ones)
+  memory     memorypass.STEPS        (after the timing; recorded at once: no time is read)
 and, in a comparison, one more call of the baseline from a fresh copy of the inputs (the check
 that its outputs depend on its inputs alone: comparison.outputs_note).
 """

@@ -99,3 +99,15 @@ def test_the_pass_is_left_out_on_request(step_root):
     )  # fmt: skip
     assert result["error"] is None
     assert result["memory"] is None
+
+
+def test_a_comparison_measures_each_variants_memory_after_the_timed_rounds(step_root):
+    variants = [
+        {"path": "train.py", "qualname": "clean"},
+        {"path": "train.py", "qualname": "leaky"},
+    ]
+    outcome = run(step_root, variants, mode="as-written")
+    clean, leaky = outcome["variants"]
+    assert clean["memory"]["growth_per_step_bytes"] == 0
+    assert leaky["memory"]["growth_per_step_bytes"] == KEPT
+    assert clean["memory"]["at_peak"]["parameters"] == PARAMETERS

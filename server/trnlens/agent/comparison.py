@@ -93,9 +93,14 @@ def time_in_rounds(
     for entry, times in zip(timed, samples, strict=True):
         m, measurer = entry.measurement, entry.measurer
         faults = measurer.round_faults[-len(times) :] if times else []
-        measurer.finish(m, timing_figures(times, faults) if times else None)
+        swaps.redo(entry.swapped)  # the variant's memory pass runs in finish: as the variant
+        try:
+            measurer.finish(m, timing_figures(times, faults) if times else None)
+        finally:
+            swaps.undo(entry.swapped)
         result = results[entry.index]
         result["timing"] = m.timing
+        result["memory"] = m.memory
         result["stability"] = m.stability
         result["time_scale"] = m.time_scale  # lines and findings were rescaled in place
         result["warnings"].extend(w for w in m.warnings if w not in result["warnings"])

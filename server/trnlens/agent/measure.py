@@ -155,6 +155,8 @@ class Measurer:
         self.extra_labels: dict[str, tuple[str, int]] = {}
         self.named_modules = list(named_modules)  # (name, module) reachable from the inputs
         self.compile_log = compile_log  # paused during the attribution pass (its recompiles)
+        # (step, project) of the memory pass still to run (memorypass.py): after the timing
+        self.memory_pass: tuple[Callable[[], Any], Any] | None = None
 
     def check(self) -> None:
         if self.cancelled():
@@ -314,7 +316,8 @@ class Measurer:
         if self.backend.time_basis != "cpu":
             m.peak_memory_bytes = self._device_peak(step)
         if s.memory and memorypass.unsupported(self.backend.name) is None:
-            self._memory(m, step, project)
+            # after the timing (finish): its steps and its heap do not touch the timed calls
+            self.memory_pass = (step, project)
         if s.defer_timing:
             m.steps_us = self.steps_us
             return m
@@ -333,6 +336,9 @@ class Measurer:
             m.profiled_timing, m.timing, busy=_busy(), threads=threads
         )
         m.warnings.extend(notes)
+        if self.memory_pass is not None:
+            self._memory(m, *self.memory_pass)
+            self.memory_pass = None
         m.steps_us = self.steps_us
         self._on_headline_basis(m)
         return m
