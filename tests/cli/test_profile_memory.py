@@ -58,3 +58,15 @@ def test_a_notebooks_growth_is_at_its_cell_line(tmp_path):
     assert done.returncode == 0, done.stderr
     # cells counted from 1, as VS Code's status bar counts them: the step's is the third
     assert f"GROWTH at nb.ipynb:cell 3:{growing}: memory grows 4.0 KB a step" in done.stdout
+
+
+def test_compare_gives_each_variants_peak_against_the_baseline_and_its_growth(tmp_path):
+    (tmp_path / "train.py").write_text(STEP)
+    growing = next(i for i, t in enumerate(STEP.splitlines(), 1) if "history.append" in t)
+    done = trnlens("compare", "train.py::clean", "train.py::leaky", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.split("Memory per variant (cpu, torch.profiler memory timeline)\n", 1)[1]
+    clean, leaky = (row.strip() for row in out.splitlines()[2:4])
+    assert clean.startswith("clean (baseline)") and clean.endswith("  none")
+    assert leaky.startswith("leaky ") and leaky.endswith(f"4.0 KB a step at train.py:{growing}")
+    assert " +1.5% " in leaky  # the 4,000 B the baseline's peak does not hold, of 268.8 KB

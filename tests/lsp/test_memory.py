@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 from trnlens import memoryfigures
-from trnlens.lsp import hovers, memory
+from trnlens.lsp import hints, hovers, memory
 from trnlens.settings import resolve
 
 from tests.agent.conftest import line_of
@@ -46,6 +46,18 @@ def test_growth_is_a_warning_at_its_line_that_follows_edits_and_goes_quiet_when_
     assert moved.range.start.line == 6
 
 
+def test_growth_is_a_hint_at_the_end_of_its_line_within_43_and_says_stale():
+    doc = _placed(MEMORY)
+    everywhere = types.Range(types.Position(0, 0), types.Position(100, 0))
+    (hint,) = hints.fitted(memory.labelled(doc, everywhere))
+    assert hint.position == types.Position(4, len("    y = x.pow(2)"))
+    assert hint.label == "memory +4.0 KB/step"
+    assert "memory grows 4.0 KB a step here" in str(hint.tooltip)
+    doc.update(doc.text.replace("y | 1", "y | 2"), [None])  # the function changed
+    (stale,) = hints.fitted(memory.labelled(doc, everywhere))
+    assert stale.label == "memory +4.0 KB/step · stale"
+
+
 def test_no_growth_no_memory_and_a_malformed_memory_say_nothing():
     quiet = {**MEMORY, "growth_per_step_bytes": 0, "growth": []}
     for data in (quiet, None, {"peak_bytes": "lots"}):
@@ -83,6 +95,8 @@ async def test_a_step_profiled_from_the_editor_warns_of_its_growth_at_the_line(t
 
         (found,) = await ed.wait_for(growth, what="the growth warning")
         assert found.range.start.line == growing
+        shown_hints = {h.position.line: h.label for h in await ed.hints(uri)}
+        assert shown_hints[growing] == "memory +4.0 KB/step"
         assert found.severity == types.DiagnosticSeverity.Warning
         assert found.message.startswith("memory grows 4.0 KB a step here")
         header = line_of(root, "train.py", "def leaky") - 1

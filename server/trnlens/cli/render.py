@@ -15,7 +15,7 @@ from trnlens.cli.render_findings import (
     library_findings_lines,
     mode_lines,
 )
-from trnlens.cli.render_memory import memory_lines
+from trnlens.cli.render_memory import comparison_memory_lines, memory_lines
 from trnlens.cli.render_ranks import ranks_lines
 from trnlens.cli.render_xla import comparison_xla_lines, xla_lines
 from trnlens.headline import headline as run_headline
@@ -231,6 +231,7 @@ def render_comparison(data: dict) -> str:
         out.append(speed.METHOD)
     out.extend(comparison_lines(data))  # what torch.compile did in the compiled variants
     out.extend(comparison_xla_lines(data, table))  # graphs and IR nodes per variant on XLA
+    out.extend(comparison_memory_lines(data, table))  # each variant's peak and growth
     shared = [*(data.get("warnings") or []), *([not_comparable] if not_comparable else [])]
     out.extend(f"warning: {w}" for w in speed.variant_warnings(variants, shared))
     return "\n".join(out)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from trnlens import memoryfigures
+from collections.abc import Callable
+
+from trnlens import memoryfigures, units
+from trnlens.speedup import variant_label
+
+Table = Callable[[list[str], list[list[str]], set[int]], list[str]]
 
 
 def memory_lines(data: dict) -> list[str]:
@@ -27,4 +32,35 @@ def memory_lines(data: dict) -> list[str]:
             f"  GROWTH at {where}: " + memoryfigures.growth_words(row.bytes_per_step, memory.steps)
         )
     out.append(f"    {memoryfigures.GROWTH_ADVICE}")
+    return out
+
+
+def comparison_memory_lines(data: dict, table: Table) -> list[str]:
+    """Each variant's peak against the baseline's and its growth (empty when no variant has a
+    memory pass): a fix measured in bytes as well as time."""
+    variants = data["variants"]
+    baseline = data.get("baseline", 0)
+    read = [memoryfigures.read(v) for v in variants]
+    base = read[baseline] if 0 <= baseline < len(read) else None
+    if not any(read):
+        return []
+    rows = []
+    for i, (v, memory) in enumerate(zip(variants, read, strict=True)):
+        label = variant_label(v) + (" (baseline)" if i == baseline else "")
+        if memory is None:
+            rows.append([label, "-", "", "", "not measured"])
+            continue
+        versus = "-"
+        if i != baseline and base is not None and base.peak_bytes:
+            versus = f"{100 * (memory.peak_bytes / base.peak_bytes - 1):+.1f}%"
+        growth = "none"
+        if memory.grows:
+            top = memory.growth[0] if memory.growth else None
+            at = f" at {top.path}:{top.line}" if top is not None and top.path else ""
+            growth = f"{units.data_size(memory.growth_per_step_bytes)} a step{at}"
+        rows.append([label, units.data_size(memory.peak_bytes), versus,
+                     memory.peak_phase or "-", growth])  # fmt: skip
+    shown = next(m for m in read if m is not None)
+    out = ["", f"Memory per variant ({shown.device}, {shown.basis})"]
+    out.extend(table(["Variant", "Peak", "vs baseline", "Peak in", "Growth"], rows, {1, 2}))
     return out

@@ -15,6 +15,7 @@ from trnlens.lsp import (
     hovers,
     lenses,
     library,
+    memory,
     missing_inputs,
     rank_hints,
     run_findings,
@@ -80,6 +81,7 @@ async def inlay_hint(app: Services, params: types.InlayHintParams) -> list[types
         hints.labelled(doc, params.range)
         + rank_hints.labelled(doc, params.range)
         + xla_figures.labelled(doc, params.range)
+        + memory.labelled(doc, params.range)
         + library.labelled(doc, ctx.documents.values(), params.range)
     )
 

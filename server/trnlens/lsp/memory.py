@@ -3,16 +3,22 @@
 - Growth is said loudly: a Warning at each line whose allocations a step still holds after it
   (bytes a step), a Hint once the run is stale. Memory that grows step over step ends a long
   fine-tuning job however fast its steps are, so its size does not lower the level.
+- A hint at the end of a growth line says the bytes a step (``memory +4.0 KB/step``), within
+  VS Code's default hint length with the line's other hints (hints.fitted), ahead of them.
 - The function's hover gives the peak, its phase and line, and what is live then by kind.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from lsprotocol import types
 
 from trnlens import memoryfigures, units
 from trnlens.lsp import format, markdown
 from trnlens.lsp.documents import ProfiledDocument
+from trnlens.lsp.hints import STALE, Labelled, utf16_length
 from trnlens.lsp.run_findings import SOURCE, line_range
 from trnlens.results import Result
 from trnlens.settings import Settings
@@ -20,8 +26,17 @@ from trnlens.settings import Settings
 CODE = "memory-growth"
 
 
-def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
-    found = []
+class Growing(NamedTuple):
+    """A growth row of a run placed on this document, at its current 0-based line."""
+
+    line: int
+    row: memoryfigures.Growth
+    memory: memoryfigures.Memory
+    result: Result
+    stale: bool
+
+
+def growing_here(doc: ProfiledDocument) -> Iterator[Growing]:
     for placement in doc.placements.values():
         result = placement.result
         memory = memoryfigures.read(result.data) if not result.error else None
@@ -32,28 +47,53 @@ def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnos
             if row.path != doc.relpath or row.line is None:
                 continue
             line = placement.now(row.line - 1)
-            if line is None:
-                continue
-            measured = (
-                f"measured: {memory.steps} steps on {memory.device} ({result.qualname}, "
-                f"{format.age(result.data['created_at'])})"
+            if line is not None:
+                yield Growing(line, row, memory, result, stale)
+
+
+def diagnostics(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic]:
+    found = []
+    warning, hint = types.DiagnosticSeverity.Warning, types.DiagnosticSeverity.Hint
+    for line, row, memory, result, stale in growing_here(doc):
+        measured = (
+            f"measured: {memory.steps} steps on {memory.device} ({result.qualname}, "
+            f"{format.age(result.data['created_at'])})"
+        )
+        if stale:
+            measured += " · stale: the function or its inputs changed since"
+        found.append(
+            types.Diagnostic(
+                range=line_range(doc.text, line),
+                message=(
+                    f"{memoryfigures.growth_words(row.bytes_per_step, memory.steps)}. "
+                    f"{memoryfigures.GROWTH_ADVICE}\n{measured}"
+                ),
+                severity=hint if stale else warning,
+                source=SOURCE,
+                code=CODE,
             )
-            if stale:
-                measured += " · stale: the function or its inputs changed since"
-            found.append(
-                types.Diagnostic(
-                    range=line_range(doc.text, line),
-                    message=(
-                        f"{memoryfigures.growth_words(row.bytes_per_step, memory.steps)}. "
-                        f"{memoryfigures.GROWTH_ADVICE}\n{measured}"
-                    ),
-                    severity=(
-                        types.DiagnosticSeverity.Hint if stale else types.DiagnosticSeverity.Warning
-                    ),
-                    source=SOURCE,
-                    code=CODE,
-                )
-            )
+        )
+    return found
+
+
+def labelled(doc: ProfiledDocument, range_: types.Range) -> list[Labelled]:
+    """A hint at each growth line in ``range_``: its bytes a step."""
+    lines = doc.text.splitlines()
+    found = []
+    for line, row, memory, result, stale in growing_here(doc):
+        if line >= len(lines) or not range_.start.line <= line <= range_.end.line:
+            continue
+        marker = STALE if stale else ""
+        size = units.data_size(row.bytes_per_step)
+        hint = types.InlayHint(
+            position=types.Position(line, utf16_length(lines[line])),
+            label="",
+            padding_left=True,
+            tooltip=f"{memoryfigures.growth_words(row.bytes_per_step, memory.steps)}{marker}"
+            f"\n\n{memoryfigures.GROWTH_ADVICE}\n\n{result.qualname}, run {result.run_id}",
+        )
+        labels = [f"memory +{size}/step{marker}", f"+{size}/step{marker}"]
+        found.append(Labelled(hint, labels, priority=3))  # growth must be seen
     return found
 
 
