@@ -44,6 +44,14 @@ class Growth:
 
 
 @attrs.frozen
+class Keeper:
+    """A module and the bytes of activations its calls made that autograd kept for backward."""
+
+    module: str
+    bytes: int
+
+
+@attrs.frozen
 class Memory:
     device: str
     steps: int
@@ -54,6 +62,7 @@ class Memory:
     growth: list[Growth]
     peak_phase: str | None = None
     peak_line: Line | None = None
+    activations_by_module: list[Keeper] = attrs.Factory(list)
 
     @property
     def grows(self) -> bool:
@@ -88,6 +97,13 @@ def parts_words(memory: Memory) -> str:
         f"{label} {units.data_size(memory.at_peak[kind])}"
         for kind, label in _ordered(memory.at_peak)
     )
+
+
+def keepers_words(memory: Memory, limit: int = 5) -> str:
+    """``model.1 8.2 KB · model.2 2.0 KB · … 3 more``: the largest keepers of activations."""
+    shown = [f"{k.module} {units.data_size(k.bytes)}" for k in memory.activations_by_module[:limit]]
+    rest = len(memory.activations_by_module) - limit
+    return " · ".join(shown + ([f"… {rest} more"] if rest > 0 else []))
 
 
 def growth_words(bytes_per_step: int, steps: int) -> str:

@@ -92,6 +92,17 @@ def test_the_peak_holds_parameters_gradients_and_adamws_moments_exactly(step_roo
     assert memory["peak_bytes"] == sum(at_peak.values())
 
 
+def test_activations_kept_for_backward_are_counted_at_the_module_that_made_them(step_root):
+    memory = memory_of(step_root, "clean")
+    kept = {row["module"]: row["bytes"] for row in memory["activations_by_module"]}
+    # ReLU keeps its output and the second Linear its input (the same tensor: ReLU's), pow(2)
+    # the second Linear's output; the first Linear's output is freed in forward: not kept
+    assert kept["model.1"] == BATCH * HIDDEN * FLOAT
+    assert kept["model.2"] == BATCH * OUT * FLOAT
+    assert "model.0" not in kept
+    assert [row["module"] for row in memory["activations_by_module"]][:2] == ["model.1", "model.2"]
+
+
 def test_the_pass_is_left_out_on_request(step_root):
     result = run(
         step_root, [{"path": "train.py", "qualname": "clean"}], mode="as-written",

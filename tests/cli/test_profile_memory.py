@@ -27,6 +27,10 @@ def test_the_output_says_the_peak_by_kind_and_the_growth_loudly_at_its_line(tmp_
     assert "  peak " in out and " in optimizer (train.py:" in out
     assert "live then: parameters 49.8 KB · gradients 49.8 KB · optimizer state 99.6 KB" in out
     assert f"GROWTH at train.py:{growing}: memory grows 4.0 KB a step here" in out
+    assert (
+        "activations kept for backward, by module (one step): model.1 8.2 KB · model.2 2.0 KB"
+        in out
+    )
     assert "peak +" not in out  # the profiler's host delta is not shown beside it
     run_dir = next((tmp_path / ".trnlens" / "artifacts").iterdir())
     result = json.loads((run_dir / "result.json").read_text())

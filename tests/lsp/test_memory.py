@@ -20,6 +20,8 @@ MEMORY = {
     "at_peak": {"parameters": 49_792, "gradients": 49_792, "optimizer_state": 99_600,
                 "temporaries": 65_548, "inputs": 4_096, "kept": 8_000, "activations": 4},
     "growth_per_step_bytes": 4_000,
+    "activations_by_module": [{"module": "model.1", "bytes": 8_192},
+                              {"module": "model.2", "bytes": 2_048}],
     "growth": [{"path": "m.py", "line": 5, "bytes_per_step": 4_000},
                {"path": "other.py", "line": 9, "bytes_per_step": 4_000}],
 }  # fmt: skip
@@ -78,6 +80,7 @@ def test_the_hover_gives_the_peak_its_phase_and_line_and_what_is_live_by_kind():
         "kept by earlier steps 8.0 KB"
     ) in text
     assert "**grows 4.0 KB a step**" in text
+    assert "activations kept for backward: model.1 8.2 KB · model.2 2.0 KB" in text
 
 
 async def test_a_step_profiled_from_the_editor_warns_of_its_growth_at_the_line(tmp_path):

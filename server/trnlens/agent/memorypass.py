@@ -48,6 +48,7 @@ KINDS = {
 }
 OTHER = "other"  # a tensor held before the steps that torch could not sort
 TEMPORARIES = "temporaries"
+NO_MODULE = "(no module)"  # made by the step's own code, outside any module's call
 KEPT = "kept"  # made by an earlier step of the pass and still held (growth, when every step does)
 DEVICES = {"cpu": "cpu", "cuda": "cuda"}  # backend name -> the torch device type it allocates on
 _OPTIMIZERS = ("torch/optim/", "torch/distributed/optim/")  # the tracer's short file names
@@ -92,22 +93,32 @@ def run(measurer: Any, step: Callable[[], Any], project: Any) -> dict:
                 measurer.one_step(step)
                 prof.step()
     device = DEVICES[measurer.backend.name]
-    return read(collected["timeline"], collected["tree"], device, project)
+    names = {id(module): name for name, module in measurer.named_modules}
+    return read(collected["timeline"], collected["tree"], device, project, names)
 
 
-def read(timeline: Any, tree: Iterable[Any], device: str, project: Any) -> dict:
-    """The pass's figures from torch's memory timeline and the profile's event tree."""
+def read(
+    timeline: Any, tree: Iterable[Any], device: str, project: Any, modules: dict[int, str]
+) -> dict:
+    """The pass's figures from torch's memory timeline and the profile's event tree.
+    ``modules``: the step's modules' names by ``id`` (the tracer knows a module call by its
+    object's address)."""
     from torch._C._profiler import _EventType
 
     allocations: dict[int, Any] = {}
     steps: list[tuple[int, int]] = []
+    backward_starts: list[int] = []  # each autograd engine run's start
     for event in tree:
         kind = event.typed[0]
         if kind == _EventType.Allocation:
             allocations.setdefault(event.start_time_ns, event)
         elif kind == _EventType.TorchOp and _STEP_NAME.match(event.name):
             steps.append((event.start_time_ns, event.end_time_ns))
+        elif kind == _EventType.PyCCall and "run_backward" in event.name:
+            backward_starts.append(event.start_time_ns)
     steps.sort()
+    # the first step's backward: an activation still live then is what autograd kept for it
+    first_backward = min((t for t in backward_starts if _step_index(t, steps) == 0), default=None)
 
     files = _file_names(project)
 
@@ -118,6 +129,9 @@ def read(timeline: Any, tree: Iterable[Any], device: str, project: Any) -> dict:
     def torch_kind(key: Any, version: int) -> str | None:
         found = timeline.categories.get(key, version)
         return KINDS.get(found.name) if found is not None else None
+
+    # the first step's activations: key -> (module, bytes, freed at)
+    activations: dict[Any, list[Any]] = {}
 
     def made_kind(key: Any, version: int, t: int) -> str:
         """A tensor the steps made: a gradient, an activation (made in forward, kept for
@@ -145,6 +159,12 @@ def read(timeline: Any, tree: Iterable[Any], device: str, project: Any) -> dict:
             else:
                 held[key] = (made_kind(key, version, t), _step_index(t, steps))
                 created[key] = (t, size)
+                if held[key] == ("activations", 0):
+                    activations[key] = [
+                        _module(allocations.get(t), modules, _EventType),
+                        size,
+                        None,
+                    ]
             live[held[key]] = live.get(held[key], 0) + size
             total += size
         elif name == "INCREMENT_VERSION" and key in held:
@@ -154,6 +174,8 @@ def read(timeline: Any, tree: Iterable[Any], device: str, project: Any) -> dict:
                 held[key] = (torch_kind(key, version + 1) or kind, index)
                 live[held[key]] = live.get(held[key], 0) + size
         elif name == "DESTROY" and key in held:
+            if key in activations:
+                activations[key][2] = t
             live[held[key]] -= size
             total -= size
             created.pop(key, None)
@@ -170,6 +192,7 @@ def read(timeline: Any, tree: Iterable[Any], device: str, project: Any) -> dict:
         "at_peak": {},
         "growth_per_step_bytes": 0,
         "growth": [],
+        "activations_by_module": _kept_for_backward(activations.values(), first_backward),
     }
     if peak_at is not None:
         t, index, at_peak = peak_at
@@ -208,6 +231,21 @@ def _growth(
         for line, size in sorted(by_line.items(), key=lambda item: -item[1])
     ]
     return int(statistics.median(per_step)), rows
+
+
+def _kept_for_backward(made: Iterable[list[Any]], backward: int | None) -> list[dict]:
+    """The first step's activations still live when its backward starts (torch's kind is a
+    tensor's role; one freed in forward was not kept), by module, the largest first."""
+    if backward is None:
+        return []
+    by_module: dict[str, int] = {}
+    for module, size, freed in made:
+        if freed is None or freed >= backward:
+            by_module[module] = by_module.get(module, 0) + size
+    return [
+        {"module": module, "bytes": size}
+        for module, size in sorted(by_module.items(), key=lambda item: -item[1])
+    ]
 
 
 def _step_index(t: int, steps: list[tuple[int, int]]) -> int:
@@ -278,6 +316,18 @@ def _file_names(project: Any) -> Callable[[str], str | None]:
         return found[name]
 
     return absolute
+
+
+def _module(event: Any, modules: dict[int, str], types: Any) -> str:
+    """The innermost module whose call made the allocation: its name in the step's model (the
+    class's, for a module the inputs do not reach), or ``(no module)``."""
+    for ancestor in _ancestors(event):
+        if ancestor.typed[0] != types.PyCall:
+            continue
+        module = ancestor.typed[1].module
+        if module is not None:
+            return modules.get(module.self_ptr) or module.cls_name
+    return NO_MODULE
 
 
 def _phase(event: Any, types: Any) -> str:

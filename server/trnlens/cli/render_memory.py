@@ -23,6 +23,11 @@ def memory_lines(data: dict) -> list[str]:
     ]
     if memory.at_peak:
         out.append(f"    live then: {memoryfigures.parts_words(memory)}")
+    if memory.activations_by_module:
+        out.append(
+            "  activations kept for backward, by module (one step): "
+            + memoryfigures.keepers_words(memory)
+        )
     if not memory.grows:
         out.append("  no growth: nothing a step allocates is held after it")
         return out

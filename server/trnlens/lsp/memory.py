@@ -105,6 +105,9 @@ def hover_lines(result: Result) -> list[str]:
     lines = ["", f"**memory** {markdown.text(memoryfigures.peak_words(memory))}"]
     if memory.at_peak:
         lines.append(f"live then: {markdown.text(memoryfigures.parts_words(memory))}")
+    if memory.activations_by_module:
+        words = markdown.text(memoryfigures.keepers_words(memory, limit=3))
+        lines.append(f"activations kept for backward: {words}")
     if memory.grows:
         lines.append(
             f"**grows {markdown.text(units.data_size(memory.growth_per_step_bytes))} a step** "

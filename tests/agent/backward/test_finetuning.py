@@ -124,3 +124,23 @@ def test_the_naive_rmsnorm_finding_counts_both_directions(finetune):
         f"{forward:g} dispatches forward and {backward / 5:g} backward per call, 5 calls"
         in (finding["message"])
     )
+
+
+def test_the_memory_pass_reads_the_llamas_parameters_and_adamws_state_exactly(finetune):
+    """Issue 41 on a transformers model: the same run's memory (the pass is on by default)."""
+    root, result, _, _ = finetune
+    namespace: dict = {}
+    exec(compile(TRAIN, str(root / "train.py"), "exec"), namespace)
+    model, _, _ = namespace["build"]()
+    parameters = list(model.parameters())
+    size = sum(p.numel() * p.element_size() for p in parameters)
+    memory = result["memory"]
+    assert memory["growth_per_step_bytes"] == 0 and memory["growth"] == []
+    at_peak = memory["at_peak"]
+    assert at_peak["parameters"] == size
+    # AdamW's exp_avg and exp_avg_sq of each parameter, and its float32 step count
+    assert at_peak["optimizer_state"] == 2 * size + 4 * len(parameters)
+    kept = [row["module"] for row in memory["activations_by_module"]]
+    # named as the step's argument reaches them ("model" is the LlamaForCausalLM)
+    assert kept and all(name.split(".")[0] in ("model", "(no module)") for name in kept)
+    assert "model.model.layers.0.self_attn" in kept and "model.lm_head" in kept
