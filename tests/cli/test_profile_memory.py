@@ -74,3 +74,12 @@ def test_compare_gives_each_variants_peak_against_the_baseline_and_its_growth(tm
     assert clean.startswith("clean (baseline)") and clean.endswith("  none")
     assert leaky.startswith("leaky ") and leaky.endswith(f"4.0 KB a step at train.py:{growing}")
     assert " +1.5% " in leaky  # the 4,000 B the baseline's peak does not hold, of 268.8 KB
+
+
+def test_no_memory_leaves_the_pass_out(tmp_path):
+    (tmp_path / "train.py").write_text(STEP)
+    done = trnlens("profile", "train.py::clean", *FAST, "--no-memory", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Memory (" not in done.stdout
+    run_dir = next((tmp_path / ".trnlens" / "artifacts").iterdir())
+    assert json.loads((run_dir / "result.json").read_text())["memory"] is None

@@ -65,6 +65,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="where to run: local (default) or a [tool.trnlens.targets.NAME] in pyproject.toml",
     )
     parser.add_argument("--device", help="device to run on, e.g. cuda:1 (default: the backend's)")
+    parser.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="leave out the memory pass (the peak by kind, activations kept, growth: two more "
+        "steps and torch's reading of them; docs/memory.md)",
+    )
     # No argparse defaults below: a flag left out falls to [tool.trnlens], then the defaults
     # (settings.DEFAULTS), the same layers the editor folds (see run_settings).
     parser.add_argument(
@@ -187,7 +193,8 @@ def execute(
     request = ProfileRequest(
         variants=variants, project_root=root, backend=backend, warmup=chosen.warmup,
         steps=chosen.steps, repeats=chosen.repeats, mode=chosen.mode, device=args.device,
-        inputs=args.inputs, timeout_s=timeout, options=dict(options or {}),
+        inputs=args.inputs, timeout_s=timeout,
+        options={**(options or {}), **({"memory": False} if args.no_memory else {})},
         nproc_per_node=_nproc(args, target),
     )  # fmt: skip
     if request.nproc_per_node < 1:
