@@ -104,3 +104,11 @@ def test_a_finding_goes_once_its_fix_is_in_the_text_and_is_a_hint_once_stale():
     )
     (hint,) = run_findings.provider(doc, resolve({}))
     assert hint.severity == types.DiagnosticSeverity.Hint and "stale" in hint.message
+
+
+def test_a_share_just_under_the_bar_never_reads_as_at_it():
+    """0.996% is Information: its words must not say "1.0%" (seen in a fresh-clone run)."""
+    assert run_findings.share_text(0.00996) == "0.9%"
+    assert run_findings.severity(0.00996) == types.DiagnosticSeverity.Information
+    assert run_findings.share_text(0.01) == "1%"
+    assert run_findings.share_text(0.0049) == "0.4%"

@@ -17,6 +17,7 @@ multiple of 8 changes shapes the rest of the model depends on: advice only, neve
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Iterator
 
 from lsprotocol import types
@@ -77,7 +78,8 @@ def share_text(share: float) -> str:
     over the bar), ``under 0.1%`` below that (never "0%" of a step that it is part of)."""
     if share >= WARNING_SHARE:
         return f"{100 * share:.0f}%"
-    return f"{100 * share:.1f}%" if share >= 0.001 else "under 0.1%"
+    # rounded down: 0.996% rounded would read "1.0%" on an Information, under a bar of 1%
+    return f"{math.floor(1000 * share) / 10:.1f}%" if share >= 0.001 else "under 0.1%"
 
 
 def findings_here(doc: ProfiledDocument) -> Iterator[tuple[int, dict, Placement]]:

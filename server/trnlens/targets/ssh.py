@@ -155,6 +155,7 @@ class SshTarget:
     address: str | None = None  # where other hosts reach this one; default: the host's name
     _workdir_abs: str | None = field(default=None, init=False, repr=False)
     _pidfile: str | None = field(default=None, init=False, repr=False)
+    _bundle_name: str = field(default="", init=False, repr=False)  # the agent's, from prepare()
 
     def __post_init__(self) -> None:
         if not self.host or self.host.startswith("-") or any(c.isspace() for c in self.host):
@@ -257,7 +258,9 @@ class SshTarget:
     # -- the agent's life
     async def prepare(self) -> None:
         """Creates the work directory, checks the interpreter, uploads the agent when missing."""
-        local = bundle.build()
+        # off the loop: it hashes every agent source and zips them when they changed
+        local = await asyncio.to_thread(bundle.build)
+        self._bundle_name = local.name
         out = await self.checked(
             ["sh", "-c", PREPARE, "sh", self.workdir, self.python, local.name],
             "preparing the work directory",
@@ -285,7 +288,7 @@ class SshTarget:
         if self._workdir_abs is None or self._pidfile is None:
             raise TargetError("prepare() the target before starting its agent")
         assignments = self._assignments()
-        agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
+        agent = f"{self._workdir_abs}/agents/{self._bundle_name}"
         return self.ssh(
             ["sh", "-c", LAUNCH, "sh", self._workdir_abs, self._pidfile,
              "env", *assignments, self.python, agent, "--stop-on-eof"]
@@ -305,7 +308,7 @@ class SshTarget:
     async def probe(self) -> dict:
         """What the host has (python, torch, torch_neuronx, devices, neuron-explorer)."""
         await self.prepare()
-        agent = f"{self._workdir_abs}/agents/{bundle.build().name}"
+        agent = f"{self._workdir_abs}/agents/{self._bundle_name}"
         out = await self.checked(["env", *self._assignments(), self.python, agent, "--probe"],
                                  "probing the host")  # fmt: skip
         return last_json(out)
