@@ -217,8 +217,8 @@ def _growth(
     per_step = [0] * len(kept_steps)
     by_line: dict[tuple[str, int] | None, int] = {}
     for t, size in held.values():
-        index = next((i for i, (a, b) in enumerate(kept_steps) if a <= t <= b), None)
-        if index is None:
+        index = _step_index(t, kept_steps)
+        if index < 0:
             continue
         per_step[index] += size
         line, _ = where(t)
