@@ -34,7 +34,7 @@ SYNC_OPTIONS = types.NotebookDocumentSyncOptions(
     ]
 )
 
-_CONVERTER = wire.converter()
+_CONVERTER = wire.shared_converter()
 
 
 def joined(
@@ -164,6 +164,15 @@ def did_close(app: Services, params: types.DidCloseNotebookDocumentParams) -> No
         for cell in doc.cells.cells:
             app.ctx.cells.pop(cell.id, None)
     lifecycle.close(app, uri)
+
+
+# The params of the requests ``in_cells`` answers on a cell: unstructured to be moved.
+CELL_PARAMS = [
+    types.CodeLensParams,
+    types.CodeActionParams,
+    types.InlayHintParams,
+    types.HoverParams,
+]
 
 
 def in_cells(handler: Any) -> Any:

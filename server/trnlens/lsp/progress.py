@@ -23,10 +23,23 @@ from lsprotocol.converters import get_converter
 from pygls.lsp.server import LanguageServer
 
 from trnlens.agent.protocol import OUTCOMES, Progress
+from trnlens.lsp import wire
 
 log = logging.getLogger(__name__)
 CREATE_TIMEOUT_S = 5.0
 _CONVERTER = get_converter()
+
+
+def warm_converter() -> None:
+    """Writes the progress values' hooks before the event loop runs (see ``wire.warm``)."""
+    wire.warm(
+        _CONVERTER,
+        unstructure=[
+            types.WorkDoneProgressBegin,
+            types.WorkDoneProgressReport,
+            types.WorkDoneProgressEnd,
+        ],
+    )
 
 
 def run_state(

@@ -10,6 +10,8 @@ for ``CodeLens`` passes such dicts through and unstructures real ``CodeLens`` ob
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -39,6 +41,13 @@ def converter() -> Converter:
     made.register_unstructure_hook(types.CodeLens, unstructure_lens)
     made.register_unstructure_hook(JsonLenses, lambda found: [unstructure_lens(x) for x in found])
     return made
+
+
+@functools.cache
+def shared_converter() -> Converter:
+    """The process's one converter: pygls's protocol and the notebook cells' requests both use
+    it, so the hooks written once (``warm``) serve both."""
+    return converter()
 
 
 def _camel(name: str) -> str:
@@ -116,3 +125,67 @@ def _readable(problem: str) -> str:
     key's name on the wire)."""
     text, _, where = problem.rpartition(" @ ")
     return f"{_camel(where.lstrip('$.'))}: {text}" if where and text else problem
+
+
+# What an ``Any`` field (a command's arguments, a diagnostic's data) holds, each dispatched by
+# its runtime class.
+_JSON_VALUES = (dict, list, str, int, float, bool, type(None))
+
+
+def reachable(roots: list[Any]) -> list[Any]:
+    """Every type reachable from ``roots`` through attrs fields and type arguments, each once:
+    what cattrs looks up while converting them (classes, and generics such as
+    ``Sequence[DiagnosticTag]``, which it structures by their declared type)."""
+    seen: dict[Any, None] = {}
+
+    def walk(kind: Any) -> None:
+        if isinstance(kind, str) or kind in seen:
+            return
+        arguments = typing.get_args(kind)
+        if not isinstance(kind, type) and not arguments:
+            return  # Any, a TypeVar: nothing cattrs writes a hook for
+        seen[kind] = None
+        for arg in arguments:
+            walk(arg)
+        if attrs.has(kind):
+            for field in attrs.fields(kind):
+                walk(field.type)
+
+    for root in roots:
+        walk(root)
+    return list(seen)
+
+
+def warm(
+    made: Converter,
+    structure: list[Any] = (),
+    unstructure: list[Any] = (),  # type: ignore[assignment]
+) -> None:
+    """Has ``made`` write now the hooks it would otherwise write on first use.
+
+    cattrs generates a class's hook the first time a value of it is converted, and for a union
+    (``CodeAction | Command``, a result typed ``Any``) only when a value of that class turns up,
+    so the first code action or hover answered would generate code on the event loop: 70-80 ms
+    of CPU on CI's machine, which its loop guard caught. Called before the loop runs.
+
+    cattrs keeps the hooks it writes in a cache that it empties whenever it registers one for a
+    new list type (``gen_unstructure_iterable``), which writing a class's hook does: so the walk
+    is repeated until a pass writes nothing new."""
+    passes = (
+        (made._structure_func.dispatch, reachable(list(structure)), made.get_structure_hook),
+        # A value is unstructured by its runtime class: the generics' hooks are not looked up.
+        (made._unstructure_func.dispatch,
+         [k for k in reachable([*unstructure, *_JSON_VALUES]) if isinstance(k, type)],
+         made.get_unstructure_hook),
+    )  # fmt: skip
+    for cache, kinds, hook in passes:
+        for _ in range(_MOST_PASSES):
+            misses = cache.cache_info().misses
+            for kind in kinds:
+                hook(kind)
+            if cache.cache_info().misses == misses:
+                break
+
+
+# A pass registers only list types not seen before; in practice the second pass writes nothing.
+_MOST_PASSES = 6
