@@ -52,6 +52,18 @@ class Keeper:
 
 
 @attrs.frozen
+class Curve:
+    """The live bytes over one of the pass's steps (``step``, the peak's), in equal slices of
+    its time, and from each of its dispatches to the next: each span's highest level."""
+
+    step: int
+    bytes: list[int]
+    # the same curve at each of the step's dispatches, and their digest (events.dispatch_digest)
+    dispatch_bytes: list[int] = attrs.Factory(list)
+    dispatch_digest: str | None = None
+
+
+@attrs.frozen
 class Memory:
     device: str
     steps: int
@@ -63,6 +75,7 @@ class Memory:
     peak_phase: str | None = None
     peak_line: Line | None = None
     activations_by_module: list[Keeper] = attrs.Factory(list)
+    curve: Curve | None = None
 
     @property
     def grows(self) -> bool:

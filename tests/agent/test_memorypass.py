@@ -53,12 +53,15 @@ def step_root(make_project):
     return make_project({"train.py": STEP})
 
 
-def memory_of(root, qualname: str, **options) -> dict:
+def result_of(root, qualname: str, **options) -> dict:
     result = run(root, [{"path": "train.py", "qualname": qualname}], mode="as-written", **options)
     assert result["error"] is None, result["error"]
-    memory = result["memory"]
-    assert memory is not None, result["warnings"]
-    return memory
+    assert result["memory"] is not None, result["warnings"]
+    return result
+
+
+def memory_of(root, qualname: str, **options) -> dict:
+    return result_of(root, qualname, **options)["memory"]
 
 
 def test_a_step_that_keeps_a_tensor_a_step_grows_by_its_bytes_at_the_line_that_makes_it(
@@ -75,7 +78,8 @@ def test_a_step_that_keeps_a_tensor_a_step_grows_by_its_bytes_at_the_line_that_m
 
 
 def test_the_peak_holds_parameters_gradients_and_adamws_moments_exactly(step_root):
-    memory = memory_of(step_root, "clean")
+    result = result_of(step_root, "clean")
+    memory = result["memory"]
     assert memory["device"] == "cpu" and memory["steps"] == 2
     assert memory["growth_per_step_bytes"] == 0 and memory["growth"] == []
     # AdamW's update of the largest weight: every gradient is live, and its temporaries
@@ -90,6 +94,14 @@ def test_the_peak_holds_parameters_gradients_and_adamws_moments_exactly(step_roo
     assert at_peak["inputs"] == BATCH * IN * FLOAT
     assert "kept" not in at_peak and "other" not in at_peak
     assert memory["peak_bytes"] == sum(at_peak.values())
+    # the report's lane: the peak's step in 120 slices, and from each dispatch to the next; the
+    # parameters live throughout
+    curve = memory["curve"]
+    assert curve["step"] in (0, 1) and len(curve["bytes"]) == 120
+    for levels in (curve["bytes"], curve["dispatch_bytes"]):
+        assert max(levels) == memory["peak_bytes"] and min(levels) >= PARAMETERS
+    assert len(curve["dispatch_bytes"]) == result["dispatches_per_step"]
+    assert len(curve["dispatch_digest"]) == 16
 
 
 def test_activations_kept_for_backward_are_counted_at_the_module_that_made_them(step_root):

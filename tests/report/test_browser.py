@@ -61,7 +61,7 @@ def test_the_report_renders_in_chromium_and_shows_an_events_details(runs, which)
     seen = open_in_chromium(built.path, ARTIFACTS / f"report-{which}.png")
     assert seen["problems"] == []  # no console errors, no CSP violations, no script errors
     assert seen["foreign"] == []  # nothing but the page itself was requested
-    assert seen["lanes"] == ["python", "dispatch", "runtime", "device"]
+    assert seen["lanes"] == ["python", "dispatch", "runtime", "device", "memory"]
     assert "aten::pow" in seen["details"] and "samples/rmsnorm.py:17" in seen["details"]
     assert "input shapes" in seen["details"] and "[[4,512,2048],[]]" in seen["details"]
     assert seen["zoomed"] != seen["before"] and seen["reset"] == seen["before"]

@@ -77,8 +77,20 @@ def test_a_profile_report_shows_lanes_dispatches_and_source_lines(runs):
     text, page = report(runs, runs.profile["run_id"])
     assert_self_contained(text, page)
     lanes = {a["data-lane"] for a in page.all("g", "lane")}
-    assert lanes == {"python", "dispatch", "runtime", "device"}
+    assert lanes == {"python", "dispatch", "runtime", "device", "memory"}
+    # the memory lane: the memory pass's curve in spans, its peak's at the peak's line
     dispatches = [e for e in page.events if e["kind"] == "dispatch"]
+    slices = [e for e in page.events if e["lane"] == "memory"]
+    memory = runs.profile["memory"]
+    # both passes ran the same 6 dispatches: a span from each to the next, in the timed step
+    assert len(slices) == len(memory["curve"]["dispatch_bytes"]) == 6
+    assert [e["start_us"] for e in slices[1:]] == [e["start_us"] for e in dispatches[1:]]
+    (peak,) = [e for e in slices if e["kind"] == "memory peak"]
+    # (the sample's peak has no project line: its temporaries come from `x * ...`, an operator
+    # the tracer records no call for, so the innermost project frame is the agent's call)
+    line = memory["peak_line"] or {"path": None, "line": None}
+    assert (peak.get("path"), peak.get("line")) == (line["path"], line["line"])
+    assert peak["name"].startswith("peak ") and "this step's own dispatches" in peak["note"]
     names = [e["name"] for e in dispatches]
     assert names == [
         "aten::pow",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from trnlens.report import timeline
+import re
+from types import SimpleNamespace
+
+import pytest
+from trnlens.agent import events as ev
+from trnlens.report import svg, timeline
 from trnlens.report.trace import read_step
 
 from tests.report.helpers import naive_step, op, step, write_trace
@@ -111,3 +116,68 @@ def test_backward_runs_say_whose_backward_they_are(tmp_path):
         ("backward · line 5", ("m.py", 5)),
     ]  # fmt: skip
     assert "the line whose forward ops made its nodes" in lines[1][2] and lines[0][2] is None
+
+
+def memory_of(curve: dict) -> dict:
+    return {
+        "device": "cpu", "steps": 2, "basis": "torch's memory timeline", "peak_bytes": 400,
+        "peak_phase": "backward", "peak_line": {"path": "m.py", "line": 5}, "at_peak": {},
+        "growth_per_step_bytes": 0, "growth": [], "curve": {"step": 1, **curve},
+    }  # fmt: skip
+
+
+def test_the_memory_lane_draws_the_curve_at_this_steps_dispatches_when_they_are_the_same(
+    tmp_path,
+):
+    levels = [100, 300, 200, 400, 150, 120]  # from each of the 6 dispatches to the next
+    same = ev.dispatch_digest(SimpleNamespace(name=name) for name in NAIVE_OPS)
+    memory = memory_of({"bytes": [1] * 4, "dispatch_bytes": levels, "dispatch_digest": same})
+    t = build(tmp_path, naive_step(1, 1000, gap=25), result(backend="cpu", memory=memory))
+    spans = [b for b in t.bars if b.lane == "memory"]
+    starts = [b.start for b in bars(t, "dispatch")]
+    # the first span from the step's start, each to the next dispatch, the last to the step's end
+    assert [b.start for b in spans] == [0, *starts[1:]]
+    assert [b.start + b.dur for b in spans] == pytest.approx([*starts[1:], t.duration_us])
+    assert [b.level for b in spans] == [size / 400 for size in levels]
+    assert bars(t, "memory peak") == [spans[3]] and spans[3].site == ("m.py", 5)
+    assert spans[3].name == "peak 400 B in backward (m.py:5)"
+    assert "at this step's own dispatches" in spans[0].note
+
+    # other dispatches (another digest): the slices of the pass's own time, scaled
+    memory["curve"]["dispatch_digest"] = "0" * 16
+    t = build(tmp_path, naive_step(1, 1000, gap=25), result(backend="cpu", memory=memory))
+    spans = [b for b in t.bars if b.lane == "memory"]
+    assert len(spans) == 4 and spans[0].start == 0
+    assert "4 slices of its time scaled" in spans[0].note
+
+
+def test_the_memory_lane_draws_the_curve_with_its_peak_at_its_line(tmp_path):
+    curve = [100, 100, 300, 200, 400, 150]  # 6 slices of the peak's step
+    memory = memory_of({"bytes": curve})  # an older run: no curve at its dispatches
+    t = build(tmp_path, naive_step(1, 1200, gap=0), result(backend="cpu", memory=memory))
+    slices = [b for b in t.bars if b.lane == "memory"]
+    # the slices tile the step: equal widths, scaled from the pass's own step
+    assert [b.start for b in slices] == pytest.approx([i * t.duration_us / 6 for i in range(6)])
+    assert [b.level for b in slices] == [size / 400 for size in curve]
+    peak = bars(t, "memory peak")
+    assert peak == [slices[4]] and peak[0].site == ("m.py", 5)
+    assert all(b.site is None for b in slices if b is not peak[0])
+    assert slices[2].name == "live 300 B" and "step 2 of 2" in slices[2].note
+    assert t.rows["memory"] == timeline.MEMORY_ROWS
+    assert any(note.startswith("Memory lane: the live bytes") for note in t.notes)
+
+    drawn, details = svg.timelines([t])
+    assert 'class="lane lane-memory"' in drawn and 'class="ev memory peak"' in drawn
+    # heights in proportion to the bytes: the peak's slice the lane's height less its margins
+    heights = [float(h) for h in re.findall(r'class="ev memory[^"]*".*?height="([\d.]+)"', drawn)]
+    lane = timeline.MEMORY_ROWS * svg.ROW_H - 4
+    assert heights == [pytest.approx(lane * size / 400, abs=0.01) for size in curve]
+    assert {"path": "m.py", "line": 5}.items() <= details[len(details) - 2].items()
+
+
+def test_the_memory_lane_says_why_it_is_empty(tmp_path):
+    t = build(tmp_path, naive_step(1, 1000), result(backend="cpu", memory=None))
+    assert t.empty["memory"].startswith("not measured: this run had no memory pass")
+    t = build(tmp_path, naive_step(1, 1000), result(backend="xla"))
+    assert t.empty["memory"] == "not measured: the xla backend has no memory pass yet"
+    assert not [b for b in t.bars if b.lane == "memory"]

@@ -13,6 +13,7 @@ neuron's) counts once.
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections import defaultdict
 
 STEP_PREFIX = "ProfilerStep"
@@ -81,6 +82,14 @@ def dispatch_key(event) -> str:
     if is_region(event):
         return COMPILED_REGION
     return event.name
+
+
+def dispatch_digest(roots) -> str:
+    """A short digest of a step's dispatches in order (``dispatch_key`` each): two passes of
+    the same step with the same digest ran the same dispatches, so a figure of one pass can be
+    drawn at the other's (the memory curve on the timed step, report/timeline.py)."""
+    keys = "\n".join(dispatch_key(root) for root in roots)
+    return hashlib.sha1(keys.encode("utf-8"), usedforsecurity=False).hexdigest()[:16]
 
 
 def dispatch_roots(events) -> list:

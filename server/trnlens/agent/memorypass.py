@@ -31,6 +31,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from trnlens.agent import events as ev
+
 # Growth is read on every step but the last. Two steps: torch's reading of the timeline costs
 # about a second a step of a tiny Llama (14k events in 3 steps: 4.5 s under load), and the steps
 # before the pass (warm-up, headline, lines) have made what a step makes once.
@@ -50,6 +52,7 @@ OTHER = "other"  # a tensor held before the steps that torch could not sort
 TEMPORARIES = "temporaries"
 NO_MODULE = "(no module)"  # made by the step's own code, outside any module's call
 KEPT = "kept"  # made by an earlier step of the pass and still held (growth, when every step does)
+CURVE_BUCKETS = 120  # slices of the step in the memory curve (the report's lane)
 DEVICES = {"cpu": "cpu", "cuda": "cuda"}  # backend name -> the torch device type it allocates on
 _OPTIMIZERS = ("torch/optim/", "torch/distributed/optim/")  # the tracer's short file names
 _STEP_NAME = re.compile(r"ProfilerStep#\d+$")
@@ -108,12 +111,15 @@ def read(
     allocations: dict[int, Any] = {}
     steps: list[tuple[int, int]] = []
     backward_starts: list[int] = []  # each autograd engine run's start
+    ops: list[Any] = []
     for event in tree:
         kind = event.typed[0]
         if kind == _EventType.Allocation:
             allocations.setdefault(event.start_time_ns, event)
         elif kind == _EventType.TorchOp and _STEP_NAME.match(event.name):
             steps.append((event.start_time_ns, event.end_time_ns))
+        elif kind == _EventType.TorchOp:
+            ops.append(event)
         elif kind == _EventType.PyCCall and "run_backward" in event.name:
             backward_starts.append(event.start_time_ns)
     steps.sort()
@@ -147,6 +153,7 @@ def read(
     held: dict[Any, tuple[str, int]] = {}  # a live tensor's (kind, step index)
     total = peak = 0
     peak_at: tuple[int, int, dict[tuple[str, int], int]] | None = None  # time, step, live
+    levels: list[tuple[int, int]] = []  # (time, live bytes after it): the curve's samples
     created: dict[Any, tuple[int, int]] = {}  # key -> (time, bytes), of the steps' tensors
     for t, action, (key, version), size in sorted(
         (entry for entry in timeline.timeline if entry[2][0].device.type == device),
@@ -180,6 +187,7 @@ def read(
             total -= size
             created.pop(key, None)
             del held[key]
+        levels.append((t, total))
         if total > peak and (index := _step_index(t, steps)) >= 0:
             peak, peak_at = total, (t, index, dict(live))
     made: dict[str, Any] = {
@@ -201,7 +209,63 @@ def read(
         made["peak_line"] = _line(line)
         made["at_peak"] = _kinds(at_peak, index)
     made["growth_per_step_bytes"], made["growth"] = _growth(created, steps, where)
+    if steps:
+        index = peak_at[1] if peak_at is not None else 0
+        start, end = steps[index]
+        span = max(end - start, 1)
+        slices = [start + span * (i + 1) / CURVE_BUCKETS for i in range(CURVE_BUCKETS)]
+        roots = ev.dispatch_roots(_Op(e) for e in ops if start <= e.start_time_ns <= end)
+        made["curve"] = {
+            "step": index,
+            "bytes": _highest(levels, start, slices, end),
+            # the same curve at the step's dispatches, for the report to draw on the timed
+            # step's own dispatches when they are the same ones (the digest says so)
+            "dispatch_bytes": _highest(levels, start, [r.start for r in roots[1:]] + [end], end),
+            "dispatch_digest": ev.dispatch_digest(roots),
+        }
     return made
+
+
+def _highest(levels: list[tuple[int, int]], start: int, ends: list[float], end: int) -> list[int]:
+    """The most bytes live in each span from ``start`` to each of ``ends`` in turn: the memory
+    curve. Spans keep it small whatever the step allocates, and the highest level keeps the
+    peak (a mean would hide it)."""
+    at = 0
+    level = 0
+    while at < len(levels) and levels[at][0] < start:  # live when the step starts
+        level = levels[at][1]
+        at += 1
+    highest = []
+    for upto in ends:
+        high = level
+        while at < len(levels) and levels[at][0] <= min(upto, end):
+            level = levels[at][1]
+            high = max(high, level)
+            at += 1
+        highest.append(high)
+    return highest
+
+
+class _Op:
+    """A profiler tree's op as ``events.dispatch_roots`` reads one (a FunctionEvent's names)."""
+
+    def __init__(self, event: Any) -> None:
+        self.name = event.name
+        self.start = event.start_time_ns
+        self._event = event
+
+    @property
+    def cpu_parent(self) -> _Op | None:
+        parent = self._event.parent
+        return _Op(parent) if parent is not None else None
+
+    @property
+    def cpu_children(self) -> list[_Op]:
+        return [_Op(child) for child in self._event.children]
+
+    @property
+    def time_range(self) -> Any:
+        return self
 
 
 def _growth(

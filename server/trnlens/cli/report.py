@@ -22,9 +22,9 @@ def register(sub) -> None:
         "report",
         help="write a run (or a comparison) as one self-contained HTML page",
         description="Write the run report: one measured step's timeline in lanes (Python, "
-        "dispatch, runtime, device) with the gaps between dispatches, the per-line breakdown "
-        "beside the source, the op table, the variants of a comparison side by side, and the "
-        "run's facts. One HTML file, nothing loaded from the network.",
+        "dispatch, runtime, device, memory) with the gaps between dispatches, the per-line "
+        "breakdown beside the source, the op table, the variants of a comparison side by side, "
+        "and the run's facts. One HTML file, nothing loaded from the network.",
     )
     parser.add_argument(
         "run",

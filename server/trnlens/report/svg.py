@@ -58,11 +58,14 @@ def timelines(runs: list[Timeline], first_index: int = 0) -> tuple[str, list[dic
                 details.append(_detail(bar, t.label))
                 x = LABEL_W + bar.start * scale
                 w = max(bar.dur * scale, 0.5)
-                by = y + bar.row * ROW_H + 2
+                by, bh = y + bar.row * ROW_H + 2, ROW_H - 4
+                if bar.level is not None:  # a memory slice: as high as its bytes
+                    bh = max(bar.level * (height - 4), 1.0)
+                    by = y + height - 2 - bh
                 parts.append(
                     f'<g class="ev {bar.kind}" data-i="{index}" data-s="{bar.start:.3f}" '
                     f'data-d="{bar.dur:.3f}" tabindex="0">'
-                    f'<rect x="{x:.2f}" y="{by}" width="{w:.2f}" height="{ROW_H - 4}"/>'
+                    f'<rect x="{x:.2f}" y="{by:.2f}" width="{w:.2f}" height="{bh:.2f}"/>'
                     f'<text x="{x + 3:.2f}" y="{by + 11}">'
                     f"{escape.text(bar.name if w > 6.5 * len(bar.name) else '')}</text>"
                     f"<title>{escape.text(_tooltip(bar))}</title>"

@@ -9,7 +9,12 @@
 - runtime: CUDA runtime/driver calls, Neuron runtime events; on the CPU backend, a multi-rank
   run's collectives as gloo runs them on its threads (``gloo:all_reduce``: transfer and wait);
 - device: CUDA kernels and copies, Neuron hardware execution; on the CPU backend the host is the
-  device, so the innermost ops of each dispatch (the ones doing the work) are shown there.
+  device, so the innermost ops of each dispatch (the ones doing the work) are shown there;
+- memory: the live bytes over the step, from the run's memory pass (``agent/memorypass.py``):
+  its own run of the step, with every allocation recorded, drawn at this step's dispatches
+  when both passes ran the same ones (their digests agree; the passes' times differ, the
+  tracer slowing the memory pass's Python), else in equal slices of its time scaled to this
+  step's; each span as high as the most that was live in it, the peak linked to its line.
 
 Times are microseconds from the step's start.
 """
@@ -19,7 +24,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from trnlens import memoryfigures, units
 from trnlens.agent import events as ev
+from trnlens.agent import memorypass
 from trnlens.agent.backward.links import node_of
 from trnlens.report.trace import StepTrace, TraceEvent
 
@@ -28,7 +35,9 @@ LANES = (
     ("dispatch", "Framework dispatch"),
     ("runtime", "Runtime / device interaction"),
     ("device", "Device execution"),
+    ("memory", "Memory, live bytes"),
 )
+MEMORY_ROWS = 3  # the memory lane's height, in rows: its slices' heights are their bytes
 MAX_NESTED_ROWS = 3  # aten ops below a dispatch shown in the dispatch lane
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "overhead"}
 _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
@@ -45,6 +54,7 @@ class Bar:
     shapes: list | None = None
     site: tuple[str, int] | None = None
     note: str | None = None
+    level: float | None = None  # a memory slice's height, a fraction of the lane's
 
 
 @dataclass
@@ -176,10 +186,57 @@ def build(trace: StepTrace, result: dict, label: str) -> Timeline:
             timeline.empty["device"] = "the trace has no device events"
     for bar in timeline.bars:
         timeline.rows[bar.lane] = max(timeline.rows.get(bar.lane, 0), bar.row + 1)
+    _memory_lane(timeline, result, [rel(r.ts) for r in roots], ev.dispatch_digest(roots))
     for lane, _title in LANES:
         if lane not in timeline.rows and lane not in timeline.empty:
             timeline.empty[lane] = "no events"
     return timeline
+
+
+def _memory_lane(timeline: Timeline, result: dict, starts: list[float], digest: str) -> None:
+    """``starts``: this step's dispatches' start times, ``digest`` theirs (events.py)."""
+    memory = memoryfigures.read(result)
+    curve = memory.curve if memory is not None else None
+    duration = timeline.duration_us
+    if memory is None or curve is None or not curve.bytes or duration <= 0:
+        timeline.empty["memory"] = (
+            f"not measured: the {result.get('backend')} backend has no memory pass yet"
+            if memorypass.unsupported(str(result.get("backend")))
+            else "not measured: this run had no memory pass (--no-memory, or an older run)"
+        )
+        return
+    step = f"the memory pass's step {curve.step + 1} of {memory.steps}"
+    if curve.dispatch_digest == digest and len(curve.dispatch_bytes) == len(starts) > 0:
+        # the same dispatches in both passes: each level drawn from its dispatch to the next
+        spans = list(zip([0.0, *starts[1:]], [*starts[1:], duration], strict=True))
+        levels, how = curve.dispatch_bytes, "at this step's own dispatches (the same ones)"
+    else:
+        width = duration / len(curve.bytes)
+        spans = [(i * width, (i + 1) * width) for i in range(len(curve.bytes))]
+        levels = curve.bytes
+        how = (
+            f"in {len(curve.bytes)} slices of its time scaled to this step's (its dispatches "
+            "differ from this step's, so they cannot be placed at them)"
+        )
+    top = max(levels) or 1
+    peak = levels.index(top)
+    line = memory.peak_line
+    for index, ((start, end), size) in enumerate(zip(spans, levels, strict=True)):
+        at_peak = index == peak
+        timeline.bars.append(
+            Bar("memory", 0, start, end - start,
+                memoryfigures.peak_words(memory) if at_peak else f"live {units.data_size(size)}",
+                "memory peak" if at_peak else "memory",
+                site=(line.path, line.line) if at_peak and line and line.path and line.line
+                else None,
+                note=f"{step}, {how}", level=size / top)
+        )  # fmt: skip
+    timeline.rows["memory"] = MEMORY_ROWS
+    timeline.notes.append(
+        f"Memory lane: the live bytes of {step} (its own run of the step, every allocation "
+        f"recorded), drawn {how}; each span as high as the most that was live in it, the "
+        "peak's linked to its line"
+    )
 
 
 def _ancestors(event: TraceEvent):
