@@ -86,10 +86,11 @@ def test_a_profile_report_shows_lanes_dispatches_and_source_lines(runs):
     assert len(slices) == len(memory["curve"]["dispatch_bytes"]) == 6
     assert [e["start_us"] for e in slices[1:]] == [e["start_us"] for e in dispatches[1:]]
     (peak,) = [e for e in slices if e["kind"] == "memory peak"]
-    # (the sample's peak has no project line: its temporaries come from `x * ...`, an operator
-    # the tracer records no call for, so the innermost project frame is the agent's call)
-    line = memory["peak_line"] or {"path": None, "line": None}
-    assert (peak.get("path"), peak.get("line")) == (line["path"], line["line"])
+    # The peak is `x * rsqrt(...)`'s temporaries: an operator, for which the agent's tracer
+    # records no call from the sample's line; the lines pass's line of the same dispatch
+    # places it (memorypass.Sites). Before, the peak had no line here.
+    assert memory["peak_line"] == {"path": "samples/rmsnorm.py", "line": 17}
+    assert (peak.get("path"), peak.get("line")) == ("samples/rmsnorm.py", 17)
     assert peak["name"].startswith("peak ") and "this step's own dispatches" in peak["note"]
     names = [e["name"] for e in dispatches]
     assert names == [

@@ -51,6 +51,7 @@ class LinesPass:
     warnings: list[str] = field(default_factory=list)
     # One step's dispatch sites and input shapes, when every step dispatched alike (else None).
     dispatch_sites: list | None = None
+    dispatch_digest: str | None = None  # of that step's dispatches (events.dispatch_digest)
     dispatch_shapes: list | None = None
     shapes: dict = field(default_factory=dict)  # op name -> input shapes, for the op table
     events: list = field(default_factory=list)  # the attributed steps' host events
@@ -155,6 +156,7 @@ def run(
         pairs = [(sites[i], r) for roots in headline for i, r in enumerate(roots)]
         table = ev.line_table(pairs, device_us, len(headline), backward)
         dispatch_sites = [list(site) if site else None for site in sites]
+        found.dispatch_digest = ev.dispatch_digest(attributed[0])
         dispatch_shapes = [getattr(r, "input_shapes", None) or None for r in attributed[0]]
     else:
         pairs = [(site_of(r), r) for roots in attributed for r in roots]

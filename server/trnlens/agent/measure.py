@@ -477,7 +477,11 @@ class Measurer:
         self.progress("measuring", "memory by kind and line", 0, memorypass.STEPS)
         self._phase("memory")
         try:
-            m.memory = memorypass.run(self, step, project)
+            lines = self.lines_pass
+            m.memory = memorypass.run(
+                self, step, project,
+                memorypass.Sites(lines.dispatch_digest, lines.dispatch_sites) if lines else None,
+            )  # fmt: skip
         except Cancelled:
             raise
         except Exception as e:  # torch's memory profiler is private API: the run goes on

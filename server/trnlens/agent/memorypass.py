@@ -29,6 +29,7 @@ import re
 import statistics
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from trnlens.agent import events as ev
@@ -68,7 +69,18 @@ def unsupported(backend_name: str) -> str | None:
     )
 
 
-def run(measurer: Any, step: Callable[[], Any], project: Any) -> dict:
+@dataclass(frozen=True)
+class Sites:
+    """The lines pass's project line of each of a step's dispatches (``sites``, None where it
+    found none) and those dispatches' digest: an allocation the tracer cannot place (an
+    operator such as ``x * y`` makes no Python call) takes its dispatch's line, in a step of
+    this pass that ran the same dispatches."""
+
+    digest: str | None
+    sites: list | None
+
+
+def run(measurer: Any, step: Callable[[], Any], project: Any, sites: Sites | None = None) -> dict:
     """Records :data:`STEPS` steps with memory, shapes and Python calls; their reading."""
     torch = measurer.torch
     collected: dict[str, Any] = {}
@@ -97,11 +109,16 @@ def run(measurer: Any, step: Callable[[], Any], project: Any) -> dict:
                 prof.step()
     device = DEVICES[measurer.backend.name]
     names = {id(module): name for name, module in measurer.named_modules}
-    return read(collected["timeline"], collected["tree"], device, project, names)
+    return read(collected["timeline"], collected["tree"], device, project, names, sites)
 
 
 def read(
-    timeline: Any, tree: Iterable[Any], device: str, project: Any, modules: dict[int, str]
+    timeline: Any,
+    tree: Iterable[Any],
+    device: str,
+    project: Any,
+    modules: dict[int, str],
+    sites: Sites | None = None,
 ) -> dict:
     """The pass's figures from torch's memory timeline and the profile's event tree.
     ``modules``: the step's modules' names by ``id`` (the tracer knows a module call by its
@@ -127,10 +144,29 @@ def read(
     first_backward = min((t for t in backward_starts if _step_index(t, steps) == 0), default=None)
 
     files = _file_names(project)
+    # each step's dispatches; a dispatch's line from the lines pass where the step ran its same
+    # dispatches: _key(tree event) -> (path, line)
+    roots_by_step = [
+        ev.dispatch_roots(_Op(e) for e in ops if start <= e.start_time_ns <= end)
+        for start, end in steps
+    ]
+    dispatch_lines: dict[tuple[int, int, str], tuple[str, int]] = {}
+    if sites is not None and sites.sites and sites.digest:
+        for roots in roots_by_step:
+            if ev.dispatch_digest(roots) == sites.digest:
+                for root, site in zip(roots, sites.sites, strict=False):
+                    if site:
+                        dispatch_lines[_key(root.event)] = (site[0], site[1])
 
     def where(t: int) -> tuple[tuple[str, int] | None, str]:
         found = allocations.get(t)
-        return (_project_line(found, project, _EventType, files), _phase(found, _EventType))
+        line = _project_line(found, project, _EventType, files)
+        if line is None and found is not None:  # no project call above it: its dispatch's
+            line = next(
+                (dispatch_lines[k] for a in _ancestors(found) if (k := _key(a)) in dispatch_lines),
+                None,
+            )
+        return (line, _phase(found, _EventType))
 
     def torch_kind(key: Any, version: int) -> str | None:
         found = timeline.categories.get(key, version)
@@ -214,7 +250,7 @@ def read(
         start, end = steps[index]
         span = max(end - start, 1)
         slices = [start + span * (i + 1) / CURVE_BUCKETS for i in range(CURVE_BUCKETS)]
-        roots = ev.dispatch_roots(_Op(e) for e in ops if start <= e.start_time_ns <= end)
+        roots = roots_by_step[index]
         made["curve"] = {
             "step": index,
             "bytes": _highest(levels, start, slices, end),
@@ -246,22 +282,27 @@ def _highest(levels: list[tuple[int, int]], start: int, ends: list[float], end: 
     return highest
 
 
+def _key(event: Any) -> tuple[int, int, str]:
+    """A tree event's identity across reads (torch's bindings may wrap a node anew)."""
+    return (event.start_time_ns, event.end_time_ns, event.name)
+
+
 class _Op:
     """A profiler tree's op as ``events.dispatch_roots`` reads one (a FunctionEvent's names)."""
 
     def __init__(self, event: Any) -> None:
         self.name = event.name
         self.start = event.start_time_ns
-        self._event = event
+        self.event = event
 
     @property
     def cpu_parent(self) -> _Op | None:
-        parent = self._event.parent
+        parent = self.event.parent
         return _Op(parent) if parent is not None else None
 
     @property
     def cpu_children(self) -> list[_Op]:
-        return [_Op(child) for child in self._event.children]
+        return [_Op(child) for child in self.event.children]
 
     @property
     def time_range(self) -> Any:
