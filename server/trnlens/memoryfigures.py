@@ -133,6 +133,19 @@ GROWTH_ADVICE = (
 )
 
 
+def out_of_memory_words(error: dict | None) -> str | None:
+    """``live on cpu when it failed: parameters 16.6 KB · other 256 B``: what held the memory
+    when an allocation failed (agent/outofmemory.py), or None (not an out-of-memory failure, or
+    not read)."""
+    found = error.get("out_of_memory") if isinstance(error, dict) else None
+    live = found.get("live") if isinstance(found, dict) else None
+    if not isinstance(live, dict):
+        return None
+    parts = {kind: size for kind, size in live.items() if isinstance(size, int)}
+    said = " · ".join(f"{label} {units.data_size(parts[kind])}" for kind, label in _ordered(parts))
+    return f"live on {found.get('device')} when it failed: {said or 'nothing'}"
+
+
 def _ordered(parts: dict[str, int]) -> list[tuple[str, str]]:
     known = [(kind, label) for kind, label in KINDS.items() if parts.get(kind)]
     return known + [(kind, kind) for kind in parts if kind not in KINDS and parts[kind]]

@@ -12,6 +12,7 @@ from nbformat import v4
 from trnlens.results import schema
 
 from tests.agent.test_memorypass import KEPT, STEP
+from tests.agent.test_outofmemory import OOM_STEP, TOO_MANY
 from tests.cli.conftest import trnlens
 
 FAST = ("--warmup", "1", "--steps", "2", "--repeats", "3", "--mode", "as-written")
@@ -83,3 +84,20 @@ def test_no_memory_leaves_the_pass_out(tmp_path):
     assert "Memory (" not in done.stdout
     run_dir = next((tmp_path / ".trnlens" / "artifacts").iterdir())
     assert json.loads((run_dir / "result.json").read_text())["memory"] is None
+
+
+def test_an_out_of_memory_failure_is_an_outcome_at_its_line_not_a_traceback(tmp_path):
+    (tmp_path / "oom.py").write_text(OOM_STEP)
+    done = trnlens("profile", "oom.py::step", *FAST, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr  # the profiled code failed
+    line = next(i for i, t in enumerate(OOM_STEP.splitlines(), 1) if "too much" in t)
+    assert (
+        f"error at oom.py:{line}: out of memory on cpu in model.0 (Wide): the allocation asked "
+        f"for {TOO_MANY * 4:,} bytes (RuntimeError)"
+    ) in done.stdout
+    assert "  live on cpu when it failed: parameters 8.3 KB · other " in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    run_dir = next((tmp_path / ".trnlens" / "artifacts").iterdir())
+    result = json.loads((run_dir / "result.json").read_text())
+    jsonschema.validate(result, schema())
+    assert result["error"]["out_of_memory"]["requested_bytes"] == TOO_MANY * 4

@@ -107,3 +107,32 @@ async def test_a_step_profiled_from_the_editor_warns_of_its_growth_at_the_line(t
         shown = await ed.hover(uri, header, 5)
         assert shown is not None and "**grows 4.0 KB a step**" in shown.contents.value
         assert "**memory** peak " in shown.contents.value
+
+
+def test_an_out_of_memory_failure_says_what_held_the_memory_in_the_diagnostic_and_hover():
+    from trnlens.lsp import diagnostics
+
+    error = {
+        "kind": "user_code", "type": "RuntimeError", "path": "m.py", "line": 5,
+        "message": "out of memory on cpu in model.0 (Wide): the allocation asked for "
+                   "4,503,599,627,370,496 bytes (RuntimeError)",
+        "traceback": "Traceback ...",
+        "out_of_memory": {"device": "cpu", "requested_bytes": 4_503_599_627_370_496,
+                          "module": "model.0 (Wide)",
+                          "live": {"other": 2_048, "parameters": 8_320, "gradients": 8_320}},
+    }  # fmt: skip
+    doc = _doc()
+    doc.place(_result(error=error))
+    said = "live on cpu when it failed: parameters 8.3 KB · gradients 8.3 KB · other 2.0 KB"
+    (found,) = diagnostics.failures(doc, resolve([]))
+    assert found.range.start.line == 4
+    assert found.message.startswith(error["message"] + "\n" + said + "\nwhile profiling f")
+    assert "Traceback" not in found.message
+    shown = hovers.hover(doc, types.Position(3, 4), None).contents.value
+    assert "failed: out of memory on cpu in model.0 (Wide)" in shown and said in shown
+    # a failure of another kind says nothing of memory
+    error = {k: v for k, v in error.items() if k != "out_of_memory"}
+    doc = _doc()
+    doc.place(_result(error=error))
+    (found,) = diagnostics.failures(doc, resolve([]))
+    assert "live on" not in found.message

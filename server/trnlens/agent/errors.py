@@ -10,6 +10,8 @@ import os
 import traceback as tb
 from typing import Any
 
+from . import outofmemory
+
 
 class AgentError(Exception):
     def __init__(
@@ -29,9 +31,10 @@ class AgentError(Exception):
         self.path = path
         self.line = line
         self.traceback = traceback
+        self.out_of_memory: dict[str, Any] | None = None  # outofmemory.read's figures
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found = {
             "kind": self.kind,
             "type": self.type,
             "message": self.message,
@@ -39,6 +42,9 @@ class AgentError(Exception):
             "line": self.line,
             "traceback": self.traceback,
         }
+        if self.out_of_memory is not None:
+            found["out_of_memory"] = self.out_of_memory
+        return found
 
 
 def usage(message: str, **where: Any) -> AgentError:
@@ -49,8 +55,11 @@ def environment(message: str) -> AgentError:
     return AgentError("environment", message)
 
 
-def from_user_code(exc: BaseException, is_project_file, relpath) -> AgentError:
-    """Maps an exception raised by user code to its innermost project frame."""
+def from_user_code(
+    exc: BaseException, is_project_file, relpath, modules: dict[int, str] | None = None
+) -> AgentError:
+    """Maps an exception raised by user code to its innermost project frame; an out-of-memory
+    failure is said as one (outofmemory.py; ``modules``: the step's modules' names by id)."""
     frames = tb.extract_tb(exc.__traceback__)
     path = line = None
     for frame in reversed(frames):
@@ -61,9 +70,14 @@ def from_user_code(exc: BaseException, is_project_file, relpath) -> AgentError:
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SystemExit):
         message = f"the code called sys.exit({exc.code!r}): a profiled function must return"
-    return AgentError(
+    found = outofmemory.read(exc, modules or {}) if isinstance(exc, Exception) else None
+    if found is not None:
+        message = f"{outofmemory.words(found)} ({type(exc).__name__})"
+    failure = AgentError(
         "user_code", message, type_=type(exc).__name__, path=path, line=line, traceback=text
     )
+    failure.out_of_memory = found
+    return failure
 
 
 def relative_to(root: str, path: str) -> str:

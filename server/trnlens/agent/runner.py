@@ -389,7 +389,10 @@ class Runner:
         except (Cancelled, errors.AgentError):
             raise
         except (Exception, SystemExit) as exc:  # sys.exit() in the code is the code's failure
-            failure = errors.from_user_code(exc, project.is_project_file, project.relpath)
+            names = {id(module): name for name, module in measurer.named_modules}
+            failure = errors.from_user_code(
+                exc, project.is_project_file, project.relpath, names
+            )  # fmt: skip
             if v.mode == "inference" and trains is not None:
                 failure.message += (
                     f" ({v.qualname} calls {trains.what} at {trains.path}:{trains.line}, which "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trnlens import memoryfigures, units
 from trnlens import speedup as speed
-from trnlens import units
 from trnlens.cli.notebook_lines import cell_source_line
 from trnlens.cli.render_attribution import MODULES_SHOWN, library_lines, modules_lines
 from trnlens.cli.render_compile import comparison_lines, compile_lines
@@ -85,7 +85,10 @@ def render_result(
         e = r.error
         where = f" at {e['path']}:{e['line']}" if e.get("path") else ""
         out.append(f"error{where}: {e['message']}")
-        if e.get("traceback"):
+        live = memoryfigures.out_of_memory_words(e)
+        if live:  # an outcome, not a traceback: what to act on is what held the memory
+            out.append(f"  {live}")
+        elif e.get("traceback"):
             out.append(e["traceback"].rstrip())
         out.extend(f"warning: {w}" for w in data.get("warnings", []))
         return "\n".join(out)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from lsprotocol import types
 
+from trnlens import memoryfigures
 from trnlens.lsp import format
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.settings import Settings
@@ -113,6 +114,9 @@ def failures(doc: ProfiledDocument, settings: Settings) -> list[types.Diagnostic
         if line is None:
             continue
         message = str(error.get("message"))  # the agent's message already names the type
+        live = memoryfigures.out_of_memory_words(error)
+        if live:  # an out-of-memory failure: what held the memory, on its own line
+            message += f"\n{live}"
         if placement.error_line is None and error.get("path"):
             message += f" (raised in {error['path']}:{error.get('line')})"
         run_age = format.age(placement.result.data["created_at"])

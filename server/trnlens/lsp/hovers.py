@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from trnlens import speedup
+from trnlens import memoryfigures, speedup
 from trnlens.agent import stability
 from trnlens.agent.notebook.cells import cell_label
 from trnlens.lsp import (
@@ -216,7 +216,9 @@ def _function_table(placement: Placement, pad: bool = False) -> str:
     result = placement.result
     if result.error:
         message = _escape(str(result.error.get("message")))
-        return f"**{markdown.text(result.qualname)}** failed: {message}"
+        live = memoryfigures.out_of_memory_words(result.error)
+        said = f"\n\n{markdown.text(live)}" if live else ""
+        return f"**{markdown.text(result.qualname)}** failed: {message}{said}"
     ops = sorted(result.data.get("ops") or [], key=lambda op: -(op.get("self_device_us") or 0))
     # The ops the function's lines dispatched, not what they call inside (aten::to ->
     # aten::_to_copy -> aten::copy_...): 6 dispatches read as 6 rows, not 13.
