@@ -13,21 +13,23 @@ from tests.agent.conftest import line_of, run
 
 TOO_MANY = 1 << 50  # float32 elements: 4 PiB, more than any machine here has
 
-# A step that trained once (gradients and AdamW's state exist), then asks for too much inside a
-# module's forward. In a process of its own: the live tensors are all the step's.
-AFTER_A_STEP = f"""
-import json, torch
-from trnlens.agent import outofmemory
-
-
+WIDE = f"""
 class Wide(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.proj = torch.nn.Linear(64, 32)
 
     def forward(self, x):
-        return self.proj(x) + torch.empty({TOO_MANY})[:32]
+        return self.proj(x) + torch.empty({TOO_MANY})[:32]  # asks for too much
+"""
 
+# A step that trained once (gradients and AdamW's state exist), then asks for too much inside a
+# module's forward. In a process of its own: the live tensors are all the step's.
+AFTER_A_STEP = f"""
+import json, torch
+from trnlens.agent import outofmemory
+
+{WIDE}
 
 model = torch.nn.Sequential(Wide())
 opt = torch.optim.AdamW(model.parameters(), foreach=False)
@@ -63,15 +65,7 @@ def test_what_was_live_when_an_allocation_failed_is_read_by_kind_exactly():
 OOM_STEP = f"""
 import torch
 
-
-class Wide(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.proj = torch.nn.Linear(64, 32)
-
-    def forward(self, x):
-        return self.proj(x) + torch.empty({TOO_MANY})[:32]  # asks for too much
-
+{WIDE}
 
 def inputs():
     return torch.nn.Sequential(Wide()), torch.randn(8, 64)
