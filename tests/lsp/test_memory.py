@@ -136,3 +136,17 @@ def test_an_out_of_memory_failure_says_what_held_the_memory_in_the_diagnostic_an
     doc.place(_result(error=error))
     (found,) = diagnostics.failures(doc, resolve([]))
     assert "live on" not in found.message
+
+
+def test_the_lens_says_the_peak_and_the_growth_and_a_long_title_drops_the_peak_first():
+    from trnlens.lsp import lenses
+    from trnlens.settings import LOCAL
+
+    title = lenses._title(_placed(MEMORY), "f", LOCAL)
+    assert " · peak 276.8 KB · grows 4.0 KB/step · " in title, title
+    assert "peak" not in lenses._title(_placed(None), "f", LOCAL)
+    quiet = {**MEMORY, "growth_per_step_bytes": 0, "growth": []}
+    assert "grows" not in lenses._title(_placed(quiet), "f", LOCAL)
+    # too long for the editor's width: the peak goes (the hover has it), the growth stays
+    short = lenses.fit(title, limit=40)
+    assert "peak" not in short and "grows 4.0 KB/step" in short

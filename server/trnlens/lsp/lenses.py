@@ -22,7 +22,7 @@ from typing import Any
 from lsprotocol import types
 
 from trnlens import rankfigures
-from trnlens.lsp import compiled, format, missing_inputs, run_findings, xla_figures
+from trnlens.lsp import compiled, format, memory, missing_inputs, run_findings, xla_figures
 from trnlens.lsp.command_ids import CANCEL, PROFILE
 from trnlens.lsp.documents import Analysis, ProfiledDocument
 from trnlens.lsp.placement import wants_lens
@@ -198,7 +198,8 @@ LENS_CHARS = 80  # a lens sits above code: as wide as an 80-column line, not pas
 # What goes first when a title is too long (the rest stays in the lens's tooltip).
 # " CPU": the host's wall time per step, beside the op time that says more.
 # (no " CPU": the lens shows one headline figure, trnlens.headline, which is never left out)
-_DROP_FIRST = ("on ", "MFU ", " ago", "just now")
+# "peak ": the memory peak (the hover has it, by kind); its growth is never left out.
+_DROP_FIRST = ("on ", "MFU ", "peak ", " ago", "just now")
 
 
 def fit(title: str, limit: int = LENS_CHARS) -> str:
@@ -259,6 +260,9 @@ def _title(
         xla_text = xla_figures.lens_text(result)  # 1 graph/step · recompiled 3x (shape, :18)
         if xla_text:
             parts.append(xla_text)
+        memory_text = memory.lens_text(result)  # peak 134.8 MB · grows 4.0 KB/step
+        if memory_text:
+            parts.append(memory_text)
         parts.extend(filter(None, [run_findings.lens_label(result)]))  # Neuron: MFU 31%
         label = history(doc, result) if history is not None else None
         if label:
