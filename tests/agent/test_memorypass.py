@@ -73,8 +73,11 @@ def test_a_step_that_keeps_a_tensor_a_step_grows_by_its_bytes_at_the_line_that_m
         {"path": "train.py", "line": line_of(step_root, "train.py", "history.append"),
          "bytes_per_step": KEPT},
     ]  # fmt: skip
-    # the peak is in the last of the 2 steps: the one before it kept one tensor
+    # the peak is in the last of the 2 steps: the one before it kept one tensor, at its line
     assert memory["at_peak"]["kept"] == KEPT
+    kept = [r for r in memory["at_peak_by_line"] if r["kind"] == "kept"]
+    assert kept == [{"path": "train.py", "line": line_of(step_root, "train.py", "history.append"),
+                     "kind": "kept", "bytes": KEPT}]  # fmt: skip
 
 
 def test_the_peak_holds_parameters_gradients_and_adamws_moments_exactly(step_root):
@@ -94,6 +97,15 @@ def test_the_peak_holds_parameters_gradients_and_adamws_moments_exactly(step_roo
     assert at_peak["inputs"] == BATCH * IN * FLOAT
     assert "kept" not in at_peak and "other" not in at_peak
     assert memory["peak_bytes"] == sum(at_peak.values())
+    # what the steps made that is live at the peak, by the line that made it: the update's
+    # temporaries, backward's gradients (on its line), and nothing else of size
+    made_at = {(r["line"], r["kind"]): r["bytes"] for r in memory["at_peak_by_line"]}
+    assert made_at[(update, "temporaries")] == at_peak["temporaries"]
+    assert made_at[(update - 1, "gradients")] == PARAMETERS  # clean's loss.backward()
+    held_before = PARAMETERS + at_peak["optimizer_state"] + at_peak["inputs"]
+    assert sum(made_at.values()) == memory["peak_bytes"] - held_before
+    libraries = {(r["path"], r["kind"]) for r in memory["at_peak_by_library_line"]}
+    assert ("torch/optim/adam.py", "temporaries") in libraries
     # the report's lane: the peak's step in 120 slices, and from each dispatch to the next; the
     # parameters live throughout
     curve = memory["curve"]

@@ -28,6 +28,11 @@ def test_the_output_says_the_peak_by_kind_and_the_growth_loudly_at_its_line(tmp_
     assert "  peak " in out and " in optimizer (train.py:" in out
     assert "live then: parameters 49.8 KB · gradients 49.8 KB · optimizer state 99.6 KB" in out
     assert f"GROWTH at train.py:{growing}: memory grows 4.0 KB a step here" in out
+    # what is live at the peak by where it was made: the update's temporaries, the kept tensor
+    update = growing - 2  # leaky's opt.step()
+    assert f"    by line: train.py:{update} temporaries 65.5 KB · " in out
+    assert f"train.py:{growing} kept by earlier steps 4.0 KB" in out
+    assert "    by library line: torch/" in out and "torch/optim/adam.py:" in out
     assert (
         "activations kept for backward, by module (one step): model.1 8.2 KB · model.2 2.0 KB"
         in out

@@ -24,6 +24,8 @@ MEMORY = {
                               {"module": "model.2", "bytes": 2_048}],
     "growth": [{"path": "m.py", "line": 5, "bytes_per_step": 4_000},
                {"path": "other.py", "line": 9, "bytes_per_step": 4_000}],
+    "at_peak_by_line": [{"path": "m.py", "line": 6, "kind": "temporaries", "bytes": 65_548},
+                        {"path": "m.py", "line": 5, "kind": "kept", "bytes": 8_000}],
 }  # fmt: skip
 
 
@@ -82,6 +84,7 @@ def test_the_hover_gives_the_peak_its_phase_and_line_and_what_is_live_by_kind():
     ) in text
     assert "**grows 4.0 KB a step**" in text
     assert "activations kept for backward: model.1 8.2 KB · model.2 2.0 KB" in text
+    assert "made at: m.py:6 temporaries 65.5 KB · m.py:5 kept by earlier steps 8.0 KB" in text
 
 
 async def test_a_step_profiled_from_the_editor_warns_of_its_growth_at_the_line(tmp_path):

@@ -53,6 +53,8 @@ OTHER = "other"  # a tensor held before the steps that torch could not sort
 TEMPORARIES = "temporaries"
 NO_MODULE = "(no module)"  # made by the step's own code, outside any module's call
 KEPT = "kept"  # made by an earlier step of the pass and still held (growth, when every step does)
+# trnlens's own frames, as the tracer names them (the agent's bundle, or its sources)
+_AGENT_NAMES = ("trnlens_agent/", "trnlens/agent/")
 CURVE_BUCKETS = 120  # slices of the step in the memory curve (the report's lane)
 DEVICES = {"cpu": "cpu", "cuda": "cuda"}  # backend name -> the torch device type it allocates on
 _OPTIMIZERS = ("torch/optim/", "torch/distributed/optim/")  # the tracer's short file names
@@ -168,6 +170,13 @@ def read(
             )
         return (line, _phase(found, _EventType))
 
+    def library_line(t: int) -> tuple[str, int] | None:
+        found = allocations.get(t)
+        return _library_line(found, _EventType, files) if found is not None else None
+
+    def module_of(t: int) -> str:
+        return _module(allocations.get(t), modules, _EventType)
+
     def torch_kind(key: Any, version: int) -> str | None:
         found = timeline.categories.get(key, version)
         return KINDS.get(found.name) if found is not None else None
@@ -187,14 +196,17 @@ def read(
     # live bytes by (kind, index of the step that made them; -1: held before the steps)
     live: dict[tuple[str, int], int] = {}
     held: dict[Any, tuple[str, int]] = {}  # a live tensor's (kind, step index)
+    made_in: dict[Any, tuple[str, int]] = {}  # each tensor's (kind, step index) when made
     total = peak = 0
     peak_at: tuple[int, int, dict[tuple[str, int], int]] | None = None  # time, step, live
     levels: list[tuple[int, int]] = []  # (time, live bytes after it): the curve's samples
     created: dict[Any, tuple[int, int]] = {}  # key -> (time, bytes), of the steps' tensors
-    for t, action, (key, version), size in sorted(
+    entries = sorted(
         (entry for entry in timeline.timeline if entry[2][0].device.type == device),
         key=lambda entry: entry[0],
-    ):
+    )
+    peak_entry = -1  # the index of the entry after which the peak was live
+    for at, (t, action, (key, version), size) in enumerate(entries):
         name = action.name
         if name in ("PREEXISTING", "CREATE"):
             if name == "PREEXISTING":
@@ -209,6 +221,7 @@ def read(
                         None,
                     ]
             live[held[key]] = live.get(held[key], 0) + size
+            made_in[key] = held[key]
             total += size
         elif name == "INCREMENT_VERSION" and key in held:
             kind, index = held[key]
@@ -225,7 +238,7 @@ def read(
             del held[key]
         levels.append((t, total))
         if total > peak and (index := _step_index(t, steps)) >= 0:
-            peak, peak_at = total, (t, index, dict(live))
+            peak, peak_at, peak_entry = total, (t, index, dict(live)), at
     made: dict[str, Any] = {
         "device": device,
         "steps": len(steps),
@@ -244,6 +257,9 @@ def read(
         made["peak_phase"] = phase
         made["peak_line"] = _line(line)
         made["at_peak"] = _kinds(at_peak, index)
+        # sorted as ``at_peak`` sorts them: what an earlier step made and still holds is kept
+        kinds = {key: KEPT if 0 <= step < index else kind for key, (kind, step) in made_in.items()}
+        made.update(_made_by(entries[: peak_entry + 1], kinds, where, library_line, module_of))
     made["growth_per_step_bytes"], made["growth"] = _growth(created, steps, where)
     if steps:
         index = peak_at[1] if peak_at is not None else 0
@@ -260,6 +276,67 @@ def read(
             "dispatch_digest": ev.dispatch_digest(roots),
         }
     return made
+
+
+MADE_BY_SHOWN = 8  # rows of each "made by" list at the peak
+
+
+def _made_by(
+    entries: list[Any],
+    kinds: dict[Any, str],
+    where: Callable[[int], tuple[tuple[str, int] | None, str]],
+    library_line: Callable[[int], tuple[str, int] | None],
+    module_of: Callable[[int], str],
+) -> dict[str, list[dict]]:
+    """What the steps made that is live at the peak (``entries``: the timeline up to it), by
+    kind at the project line, the library line and the module whose call allocated it, the
+    largest first. What was held before the steps (parameters, optimizer state, inputs) has no
+    allocation in the pass: it is in ``at_peak`` alone."""
+    made_at: dict[Any, tuple[int, int]] = {}  # live key -> (time made, bytes)
+    for t, action, (key, _version), size in entries:
+        if action.name == "CREATE":
+            made_at[key] = (t, size)
+        elif action.name == "DESTROY":
+            made_at.pop(key, None)
+    lines: dict[tuple[str, int, str], int] = {}
+    libraries: dict[tuple[str, int, str], int] = {}
+    by_module: dict[tuple[str, str], int] = {}
+    for key, (t, size) in made_at.items():
+        kind = kinds.get(key, OTHER)
+        line = where(t)[0]
+        if line is not None:
+            lines[(*line, kind)] = lines.get((*line, kind), 0) + size
+        library = library_line(t)
+        if library is not None:
+            libraries[(*library, kind)] = libraries.get((*library, kind), 0) + size
+        module = (module_of(t), kind)
+        by_module[module] = by_module.get(module, 0) + size
+
+    def largest(found: dict, fields: tuple[str, ...]) -> list[dict]:
+        ranked = sorted(found.items(), key=lambda item: -item[1])[:MADE_BY_SHOWN]
+        return [{**dict(zip(fields, k, strict=True)), "bytes": size} for k, size in ranked]
+
+    return {
+        "at_peak_by_line": largest(lines, ("path", "line", "kind")),
+        "at_peak_by_library_line": largest(libraries, ("path", "line", "kind")),
+        "at_peak_by_module": largest(by_module, ("module", "kind")),
+    }
+
+
+def _library_line(
+    event: Any, types: Any, files: Callable[[str], str | None]
+) -> tuple[str, int] | None:
+    """The innermost Python line above the allocation when it is a library's (torch's
+    ``adam.py:544``, transformers'); None when that line is the project's or trnlens's own."""
+    for ancestor in _ancestors(event):
+        if ancestor.typed[0] not in (types.PyCall, types.PyCCall):
+            continue
+        caller = ancestor.typed[1].caller
+        name = caller.file_name
+        if files(name) is not None or name.startswith(_AGENT_NAMES):
+            return None
+        return name, caller.line_number
+    return None
 
 
 def _highest(levels: list[tuple[int, int]], start: int, ends: list[float], end: int) -> list[int]:

@@ -23,6 +23,14 @@ def memory_lines(data: dict) -> list[str]:
     ]
     if memory.at_peak:
         out.append(f"    live then: {memoryfigures.parts_words(memory)}")
+    for label, rows in (
+        ("by line", memory.at_peak_by_line),
+        ("by library line", memory.at_peak_by_library_line),
+        ("by module", memory.at_peak_by_module),
+    ):
+        said = memoryfigures.made_by_words(rows)
+        if said:
+            out.append(f"    {label}: {said}")
     if memory.activations_by_module:
         out.append(
             "  activations kept for backward, by module (one step): "

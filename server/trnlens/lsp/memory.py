@@ -117,6 +117,9 @@ def hover_lines(result: Result) -> list[str]:
     lines = ["", f"**memory** {markdown.text(memoryfigures.peak_words(memory))}"]
     if memory.at_peak:
         lines.append(f"live then: {markdown.text(memoryfigures.parts_words(memory))}")
+    made_at = memoryfigures.made_by_words(memory.at_peak_by_line, limit=3)
+    if made_at:
+        lines.append(f"made at: {markdown.text(made_at)}")
     if memory.activations_by_module:
         words = markdown.text(memoryfigures.keepers_words(memory, limit=3))
         lines.append(f"activations kept for backward: {words}")
