@@ -116,7 +116,7 @@ def run(measurer: Any, step: Callable[[], Any], project: Any, sites: Sites | Non
 
 def read(
     timeline: Any,
-    tree: Iterable[Any],
+    tree: list[Any],
     device: str,
     project: Any,
     modules: dict[int, str],
@@ -148,9 +148,9 @@ def read(
     files = _file_names(project)
     # each step's dispatches; a dispatch's line from the lines pass where the step ran its same
     # dispatches: _key(tree event) -> (path, line)
+    every_root = _dispatch_roots(tree, ops)
     roots_by_step = [
-        ev.dispatch_roots(_Op(e) for e in ops if start <= e.start_time_ns <= end)
-        for start, end in steps
+        [r for r in every_root if start <= r.start_time_ns <= end] for start, end in steps
     ]
     dispatch_lines: dict[tuple[int, int, str], tuple[str, int]] = {}
     if sites is not None and sites.sites and sites.digest:
@@ -158,7 +158,7 @@ def read(
             if ev.dispatch_digest(roots) == sites.digest:
                 for root, site in zip(roots, sites.sites, strict=False):
                     if site:
-                        dispatch_lines[_key(root.event)] = (site[0], site[1])
+                        dispatch_lines[_key(root)] = (site[0], site[1])
 
     def where(t: int) -> tuple[tuple[str, int] | None, str]:
         found = allocations.get(t)
@@ -272,7 +272,9 @@ def read(
             "bytes": _highest(levels, start, slices, end),
             # the same curve at the step's dispatches, for the report to draw on the timed
             # step's own dispatches when they are the same ones (the digest says so)
-            "dispatch_bytes": _highest(levels, start, [r.start for r in roots[1:]] + [end], end),
+            "dispatch_bytes": _highest(
+                levels, start, [r.start_time_ns for r in roots[1:]] + [end], end
+            ),
             "dispatch_digest": ev.dispatch_digest(roots),
         }
     return made
@@ -364,26 +366,36 @@ def _key(event: Any) -> tuple[int, int, str]:
     return (event.start_time_ns, event.end_time_ns, event.name)
 
 
-class _Op:
-    """A profiler tree's op as ``events.dispatch_roots`` reads one (a FunctionEvent's names)."""
+def _dispatch_roots(tree: list[Any], ops: list[Any]) -> list[Any]:
+    """``events.dispatch_roots`` on the profiler's tree (``tree`` in depth-first order, each
+    parent before its children; ``ops`` its torch ops), in one pass: an aten op with no aten op
+    or compiled region above it, each compiled graph, a region that ran no graph of its own.
+    Walking each op's ancestors instead was half the pass's reading on a tiny Llama."""
+    below: set[int] = set()  # ids of the events with an aten op or a region above them
+    for node in tree:
+        parent = node.parent
+        if parent is not None and (
+            id(parent) in below or ev.is_aten(parent) or ev.is_region(parent)
+        ):
+            below.add(id(node))
+    roots = [
+        op
+        for op in ops
+        if ev.is_graph(op)
+        or (ev.is_aten(op) and id(op) not in below)
+        or (ev.is_region(op) and not any(ev.is_graph(c) for c in _below(op)))
+    ]
+    return sorted(roots, key=lambda op: op.start_time_ns)
 
-    def __init__(self, event: Any) -> None:
-        self.name = event.name
-        self.start = event.start_time_ns
-        self.event = event
 
-    @property
-    def cpu_parent(self) -> _Op | None:
-        parent = self.event.parent
-        return _Op(parent) if parent is not None else None
-
-    @property
-    def cpu_children(self) -> list[_Op]:
-        return [_Op(child) for child in self.event.children]
-
-    @property
-    def time_range(self) -> Any:
-        return self
+def _below(event: Any) -> Iterable[Any]:
+    """The events under ``event``, not those of a region nested in it (its graphs are its own)."""
+    stack = list(event.children)
+    while stack:
+        child = stack.pop()
+        yield child
+        if not ev.is_region(child):
+            stack.extend(child.children)
 
 
 def _growth(
