@@ -80,3 +80,24 @@ def test_no_two_folders_import_each_other():
                 folders.setdefault(folder(module), set()).add(folder(target))
     found = cycle(folders)
     assert found is None, " -> ".join(found or [])
+
+
+def test_the_agent_imports_trnlens_only_relatively():
+    """The agent ships alone, as ``trnlens_agent`` (targets/bundle.py): an absolute ``trnlens.``
+    import in it works where trnlens is installed, and fails on a host that has the bundle
+    alone (a remote target)."""
+    absolute = []
+    for path in sorted((SRC / PACKAGE / "agent").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            absolute += [
+                f"{path.relative_to(SRC)}:{node.lineno} imports {name}"
+                for name in names
+                if name == PACKAGE or name.startswith(PACKAGE + ".")
+            ]
+    assert absolute == []

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from trnlens.agent import events as ev
+from . import events as ev
 
 # Growth is read on every step but the last. Two steps: torch's reading of the timeline costs
 # about a second a step of a tiny Llama (14k events in 3 steps: 4.5 s under load), and the steps
