@@ -176,9 +176,9 @@ def out_of_memory_words(error: dict | None) -> str | None:
     when an allocation failed (agent/outofmemory.py), or None (not an out-of-memory failure, or
     not read)."""
     found = error.get("out_of_memory") if isinstance(error, dict) else None
-    live = found.get("live") if isinstance(found, dict) else None
-    if not isinstance(live, dict):
+    if not isinstance(found, dict) or not isinstance(found.get("live"), dict):
         return None
+    live = found["live"]
     parts = {kind: size for kind, size in live.items() if isinstance(size, int)}
     said = " · ".join(f"{label} {units.data_size(parts[kind])}" for kind, label in _ordered(parts))
     return f"live on {found.get('device')} when it failed: {said or 'nothing'}"

@@ -34,7 +34,7 @@ class AgentError(Exception):
         self.out_of_memory: dict[str, Any] | None = None  # outofmemory.read's figures
 
     def to_json(self) -> dict[str, Any]:
-        found = {
+        found: dict[str, Any] = {
             "kind": self.kind,
             "type": self.type,
             "message": self.message,

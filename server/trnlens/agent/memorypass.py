@@ -307,10 +307,12 @@ def _made_by(
         kind = kinds.get(key, OTHER)
         line = where(t)[0]
         if line is not None:
-            lines[(*line, kind)] = lines.get((*line, kind), 0) + size
+            at = (line[0], line[1], kind)  # (no `(*line, kind)`: the agent runs on Python 3.10)
+            lines[at] = lines.get(at, 0) + size
         library = library_line(t)
         if library is not None:
-            libraries[(*library, kind)] = libraries.get((*library, kind), 0) + size
+            at = (library[0], library[1], kind)
+            libraries[at] = libraries.get(at, 0) + size
         module = (module_of(t), kind)
         by_module[module] = by_module.get(module, 0) + size
 

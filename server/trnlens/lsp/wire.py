@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -158,8 +158,8 @@ def reachable(roots: list[Any]) -> list[Any]:
 
 def warm(
     made: Converter,
-    structure: list[Any] = (),
-    unstructure: list[Any] = (),  # type: ignore[assignment]
+    structure: Sequence[Any] = (),
+    unstructure: Sequence[Any] = (),
 ) -> None:
     """Has ``made`` write now the hooks it would otherwise write on first use.
 
@@ -171,7 +171,8 @@ def warm(
     cattrs keeps the hooks it writes in a cache that it empties whenever it registers one for a
     new list type (``gen_unstructure_iterable``), which writing a class's hook does: so the walk
     is repeated until a pass writes nothing new."""
-    passes = (
+    # (the dispatch caches are functools.lru_cache wrappers: cache_info counts what was written)
+    passes: tuple[tuple[Any, list[Any], Callable[[Any], Any]], ...] = (
         (made._structure_func.dispatch, reachable(list(structure)), made.get_structure_hook),
         # A value is unstructured by its runtime class: the generics' hooks are not looked up.
         (made._unstructure_func.dispatch,

@@ -58,7 +58,8 @@ def timelines(runs: list[Timeline], first_index: int = 0) -> tuple[str, list[dic
                 details.append(_detail(bar, t.label))
                 x = LABEL_W + bar.start * scale
                 w = max(bar.dur * scale, 0.5)
-                by, bh = y + bar.row * ROW_H + 2, ROW_H - 4
+                by: float = y + bar.row * ROW_H + 2
+                bh: float = ROW_H - 4
                 if bar.level is not None:  # a memory slice: as high as its bytes
                     bh = max(bar.level * (height - 4), 1.0)
                     by = y + height - 2 - bh
