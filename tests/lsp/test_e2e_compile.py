@@ -52,7 +52,12 @@ async def test_compiled_run_shows_the_break_its_graphs_and_confirms_the_hint(tmp
         command = (await ed.lenses(uri))["rmsnorm_logged"].command
         # a long title leaves out the age (lenses.fit); the tooltip keeps the whole of it
         full = command.tooltip or command.title
-        assert re.search(r"· compiled in [\d.]+ (ms|s) · 2 graphs · 1 break · just now$", full)
+        # then the memory pass's peak (docs/memory.md), then the age
+        assert re.search(
+            r"· compiled in [\d.]+ (ms|s) · 2 graphs · 1 break · "
+            r"peak [\d.]+ (B|KB|MB|GB) · just now$",
+            full,
+        ), full
         assert re.search(r"· compiled in [\d.]+ (ms|s) · 2 graphs · 1 break", command.title)
 
         body = (await ed.hover(uri, def_line)).contents.value

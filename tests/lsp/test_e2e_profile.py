@@ -45,10 +45,13 @@ async def test_lens_click_profiles_and_shows_figures_everywhere(tmp_path):
         assert any(m and m.startswith("measuring") for m in phases), phases
 
         # The lens: the run's one headline figure (trnlens.headline), the timing pass's median
-        # however much the profiler inflated these tiny steps; never "device" on a CPU run.
+        # however much the profiler inflated these tiny steps; never "device" on a CPU run. Then
+        # the memory pass's peak (no growth: the function keeps nothing).
         title = (await ed.lenses(uri))["rmsnorm_naive"].command.title
         assert re.fullmatch(
-            r"▶ Profile · [\d.]+ (µs|ms|s) unprofiled · 6 dispatches( · noisy)? · just now", title
+            r"▶ Profile · [\d.]+ (µs|ms|s) unprofiled · 6 dispatches( · noisy)? · "
+            r"peak [\d.]+ (B|KB|MB|GB) · just now",
+            title,
         ), title
         assert "device" not in title
         assert (await ed.lenses(uri))["rmsnorm_fused"].command.title == "▶ Profile"

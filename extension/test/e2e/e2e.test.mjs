@@ -311,7 +311,7 @@ describe('trnlens in code-server', { concurrency: false }, () => {
       const seen = await checkReport(page, report, join(ARTIFACTS, 'report-browser.png'));
       assert.deepEqual(seen.problems, []); // no console errors, no CSP violations
       assert.deepEqual(seen.foreign, []); // nothing loaded but the page itself
-      assert.deepEqual(seen.lanes, ['python', 'dispatch', 'runtime', 'device']);
+      assert.deepEqual(seen.lanes, ['python', 'dispatch', 'runtime', 'device', 'memory']);
       assert.match(seen.details, /duration[\s\S]*input shapes[\s\S]*rmsnorm\.py:\d+/);
       assert.notEqual(seen.zoomed, seen.before);
     } finally {
