@@ -97,3 +97,30 @@ def test_a_collectives_hint_fits_vs_codes_hint_length_with_every_figure_in_the_t
     long_name = {**row, "name": "reduce_scatter_tensor_coalesced"}
     assert len(rankfigures.short_collective_hint(long_name, " · stale")) <= 43
     assert rankfigures.short_collective_hint(long_name, " · stale").endswith("· stale")
+
+
+NEAREST = {
+    "rank": 1, "peak_bytes": 6_000_000_000, "limit_bytes": 8_000_000_000,
+    "share_of_limit": 0.75, "limit_basis": "the GPU's memory",
+    "others_median_bytes": 7_000_000_000, "basis": "peak over the device's memory",
+}  # fmt: skip
+
+
+def test_the_rank_nearest_its_memory_limit_is_named_with_its_share_and_basis():
+    result = {**RESULT, "memory_nearest_limit": NEAREST}
+    assert rankfigures.nearest_limit_words(result) == (
+        "rank 1 nearest its memory limit: peak 6.0 GB of 8.0 GB (75%, the GPU's memory); "
+        "the others' median 7.0 GB"
+    )
+    assert rankfigures.peak_label(result) == (1, 6_000_000_000)
+    tiny = {**NEAREST, "share_of_limit": 0.00001}
+    assert "(<0.01%," in rankfigures.nearest_limit_words({**RESULT, "memory_nearest_limit": tiny})
+
+
+def test_without_a_limit_the_highest_peak_is_said_and_one_rank_says_nothing():
+    unknown = {**NEAREST, "limit_bytes": None, "share_of_limit": None, "limit_basis": None}
+    assert rankfigures.nearest_limit_words({**RESULT, "memory_nearest_limit": unknown}) == (
+        "rank 1 has the highest memory peak: 6.0 GB; the others' median 7.0 GB"
+    )
+    alone = {**RESULT, "world_size": 1, "memory_nearest_limit": NEAREST}
+    assert rankfigures.nearest_limit_words(alone) is None and rankfigures.peak_label(alone) is None

@@ -14,6 +14,7 @@ import attrs
 import cattrs
 
 from trnlens import units
+from trnlens.agent import memorypass
 
 # What each kind means, in the order it is shown (the largest part first is left to the reader:
 # a fixed order lets two runs be read side by side).
@@ -99,6 +100,10 @@ class Memory:
     at_peak_by_line: list[MadeAt] = attrs.Factory(list)
     at_peak_by_library_line: list[MadeAt] = attrs.Factory(list)
     at_peak_by_module: list[MadeIn] = attrs.Factory(list)
+    # the device's memory (agent/backends: the GPU's, the host's or its container's RAM)
+    limit_bytes: int | None = None
+    limit_basis: str | None = None
+    rank: int | None = None  # a multi-rank run's: whose memory pass this is (rank 0's)
 
     @property
     def grows(self) -> bool:
@@ -135,7 +140,7 @@ def parts_words(memory: Memory) -> str:
     )
 
 
-NO_MODULE = "(no module)"
+NO_MODULE = memorypass.NO_MODULE
 
 
 def made_by_words(rows: list[MadeAt] | list[MadeIn], limit: int = 4) -> str:

@@ -105,6 +105,43 @@ def lens_text(result: dict) -> str | None:
     return " · ".join(parts)
 
 
+def nearest_limit_words(result: dict) -> str | None:
+    """``rank 1 nearest its memory limit: peak 3.3 MB of 15.6 GB (0.02%, the host's memory,
+    shared by the processes on it); the others' median 3.2 MB``: the rank that runs out of
+    memory first (agent/ranks/merge.py), or the highest peak where no limit is known."""
+    found = result.get("memory_nearest_limit") if is_multi_rank(result) else None
+    if not isinstance(found, dict):
+        return None
+    size = units.data_size
+    others = f"; the others' median {size(found['others_median_bytes'])}"
+    if found.get("limit_bytes"):
+        share = 100 * (found.get("share_of_limit") or 0)
+        basis = f", {found['limit_basis']}" if found.get("limit_basis") else ""
+        return (
+            f"rank {found['rank']} nearest its memory limit: peak {size(found['peak_bytes'])} "
+            f"of {size(found['limit_bytes'])} ({_share(share)}{basis}){others}"
+        )
+    return f"rank {found['rank']} has the highest memory peak: {size(found['peak_bytes'])}{others}"
+
+
+def _share(pct: float) -> str:
+    """``42%``, ``0.02%``, ``<0.01%``: a share of a limit small enough to be read as none."""
+    if pct >= 10:
+        return f"{pct:.0f}%"
+    if pct >= 0.01:
+        return f"{pct:.2g}%"
+    return "<0.01%"
+
+
+def peak_label(result: dict) -> tuple[int, int] | None:
+    """(rank, peak bytes) of the rank nearest its memory limit: the peak an editor's one
+    headline shows of a multi-rank run, with its rank (None: a single rank, or none measured)."""
+    found = result.get("memory_nearest_limit") if is_multi_rank(result) else None
+    if not isinstance(found, dict):
+        return None
+    return found["rank"], found["peak_bytes"]
+
+
 def top_collective(result: dict) -> dict | None:
     rows = result.get("collectives") or []
     return max(rows, key=lambda r: r.get("share_of_step") or 0) if rows else None

@@ -39,6 +39,13 @@ def leaky(x):
 
 
 # trnlens: inputs=inputs
+def keeps_its_losses(x):
+    loss = model(x).pow(2).mean()
+    history.append(loss.detach())  # 4 bytes a step: under the growth floor
+    return loss.detach()
+
+
+# trnlens: inputs=inputs
 def clean(x):
     loss = model(x).pow(2).mean()
     loss.backward()
@@ -78,6 +85,13 @@ def test_a_step_that_keeps_a_tensor_a_step_grows_by_its_bytes_at_the_line_that_m
     kept = [r for r in memory["at_peak_by_line"] if r["kind"] == "kept"]
     assert kept == [{"path": "train.py", "line": line_of(step_root, "train.py", "history.append"),
                      "kind": "kept", "bytes": KEPT}]  # fmt: skip
+
+
+def test_a_step_that_keeps_a_scalar_a_step_is_under_the_growth_floor(step_root):
+    memory = memory_of(step_root, "keeps_its_losses")
+    assert memory["growth_per_step_bytes"] == 0 and memory["growth"] == []
+    # still held: the earlier step's scalar is live at the peak, as what it is
+    assert memory["at_peak"].get("kept") == FLOAT
 
 
 def test_the_peak_holds_parameters_gradients_and_adamws_moments_exactly(step_root):

@@ -24,10 +24,14 @@ def test_the_per_rank_table(tmp_path):
     header = next(line for line in out.splitlines() if line.strip().startswith("Rank  Host"))
     assert header.split() == ["Rank", "Host", "Wall", "Busy", "CPU", "(step)", "Dispatches",
                               "In", "collectives", "Waiting", "Exposed", "Bandwidth", "Timing",
-                              "median"]  # fmt: skip
+                              "median", "Peak", "memory"]  # fmt: skip
     rows = [line.split() for line in out.splitlines() if line.startswith(("  0 ", "  1 *"))]
     assert [r[0] for r in rows] == ["0", "1"] and rows[1][1] == "*"
     assert "all_reduce  ranks_step.py:" in out
+    # each rank's peak, and the rank that runs out first (the same step: the same sizes)
+    assert all(r[-1] in ("kB", "KB", "MB") for r in rows), rows
+    assert "  memory: rank " in out and " nearest its memory limit: peak " in out
+    assert "Memory (rank 0, cpu," in out
     assert "Stragglers (HTA's late start of the last all_reduce in each step)" in out
 
 

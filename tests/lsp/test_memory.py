@@ -153,3 +153,26 @@ def test_the_lens_says_the_peak_and_the_growth_and_a_long_title_drops_the_peak_f
     # too long for the editor's width: the peak goes (the hover has it), the growth stays
     short = lenses.fit(title, limit=40)
     assert "peak" not in short and "grows 4.0 KB/step" in short
+
+
+def test_a_multi_rank_lens_names_the_rank_nearest_its_limit_and_the_hover_says_whose():
+    from trnlens.lsp import lenses
+    from trnlens.settings import LOCAL
+
+    doc = _placed({**MEMORY, "rank": 0, "growth_per_step_bytes": 0, "growth": []})
+    (placement,) = doc.placements.values()
+    placement.result.data.update({
+        "world_size": 2, "slowest_rank": 1,
+        "ranks": [{"rank": 0, "memory_growth_per_step_bytes": 0},
+                  {"rank": 1, "memory_growth_per_step_bytes": 2_048}],
+        "memory_nearest_limit": {
+            "rank": 1, "peak_bytes": 300_000, "limit_bytes": 16_000_000_000,
+            "share_of_limit": 300_000 / 16_000_000_000, "limit_basis": "the host's memory",
+            "others_median_bytes": 276_832, "basis": "peak over the device's memory"},
+    })  # fmt: skip
+    title = lenses._title(doc, "f", LOCAL)
+    # rank 1's peak, named, and the growth of the rank that grows (not rank 0's none)
+    assert " · r1 peak 300.0 KB · grows 2.0 KB/step" in title, title
+    text = hovers.hover(doc, types.Position(3, 4), None).contents.value
+    assert "**memory** (rank 0) peak 276.8 KB" in text
+    assert "ranks: rank 1 nearest its memory limit: peak 300.0 KB of 16.0 GB" in text

@@ -482,6 +482,9 @@ class Measurer:
                 self, step, project,
                 memorypass.Sites(lines.dispatch_digest, lines.dispatch_sites) if lines else None,
             )  # fmt: skip
+            limit = self.backend.memory_limit()
+            if limit is not None:
+                m.memory["limit_bytes"], m.memory["limit_basis"] = limit
         except Cancelled:
             raise
         except Exception as e:  # torch's memory profiler is private API: the run goes on

@@ -55,6 +55,12 @@ NO_MODULE = "(no module)"  # made by the step's own code, outside any module's c
 KEPT = "kept"  # made by an earlier step of the pass and still held (growth, when every step does)
 # trnlens's own frames, as the tracer names them (the agent's bundle, or its sources)
 _AGENT_NAMES = ("trnlens_agent/", "trnlens/agent/")
+# Growth under this a step is not said: a kept scalar (a list of detached losses, 4 bytes a step
+# would take 250 million steps to fill a gigabyte) or a buffer a collective's background thread
+# has not let go of yet (gloo held the last call's 4-byte tensor past the step, now and then,
+# on a 2-rank step). A step that keeps a tensor of its work (an activation, a loss with its
+# graph) keeps far more.
+GROWTH_FLOOR_BYTES = 512
 CURVE_BUCKETS = 120  # slices of the step in the memory curve (the report's lane)
 DEVICES = {"cpu": "cpu", "cuda": "cuda"}  # backend name -> the torch device type it allocates on
 _OPTIMIZERS = ("torch/optim/", "torch/distributed/optim/")  # the tracer's short file names
@@ -419,7 +425,7 @@ def _growth(
         per_step[index] += size
         line, _ = where(t)
         by_line[line] = by_line.get(line, 0) + size
-    if min(per_step) <= 0:
+    if min(per_step) <= 0 or statistics.median(per_step) < GROWTH_FLOOR_BYTES:
         return 0, []
     count = len(kept_steps)
     rows = [

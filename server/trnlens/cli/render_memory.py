@@ -16,9 +16,10 @@ def memory_lines(data: dict) -> list[str]:
     memory = memoryfigures.read(data)
     if memory is None:
         return []
+    whose = f"rank {memory.rank}, " if memory.rank is not None else ""
     out = [
         "",
-        f"Memory ({memory.device}, {memory.basis}, {memory.steps} steps)",
+        f"Memory ({whose}{memory.device}, {memory.basis}, {memory.steps} steps)",
         f"  {memoryfigures.peak_words(memory)}",
     ]
     if memory.at_peak:

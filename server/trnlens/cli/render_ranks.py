@@ -29,16 +29,24 @@ def ranks_lines(data: dict, table) -> list[str]:
             d(row.get("collective_exposed_per_step_us")),
             _bandwidth(row.get("collective_bandwidth_gbps")),
             d(row.get("timing_median_us")),
+            _data(row.get("peak_memory_bytes")),
         ])  # fmt: skip
     headers = ["Rank", "Host", "Wall", "Busy", "CPU (step)", "Dispatches", "In collectives",
-               "Waiting", "Exposed", "Bandwidth", "Timing median"]  # fmt: skip
-    out.extend(table(headers, rows, set(range(2, 11))))
+               "Waiting", "Exposed", "Bandwidth", "Timing median", "Peak memory"]  # fmt: skip
+    out.extend(table(headers, rows, set(range(2, 12))))
     out.append(
         "  exposed = the time in collectives no compute of the rank hid; bandwidth = bytes over "
         "the time in collectives less the wait (nccl-tests' algbw)"
     )
     if slowest is not None:
         out.append("  * slowest rank (most busy time per step)")
+    memory = rankfigures.nearest_limit_words(data)
+    if memory:
+        out.append(f"  memory: {memory}")
+    for row in data["ranks"]:
+        if row.get("memory_growth_per_step_bytes"):
+            grows = units.data_size(row["memory_growth_per_step_bytes"])
+            out.append(f"  GROWTH on rank {row['rank']}: memory grows {grows} a step")
     for row in data["ranks"]:
         if row.get("exposed_comm_per_step_us") is not None:  # device kernels (CUDA)
             comm = d(row["comm_kernel_time_per_step_us"])
@@ -98,3 +106,7 @@ def _owners(row: dict) -> list[str]:
         return []
     where = f"{row['name']} at {row['path']}:{row['line']}" if row.get("path") else row["name"]
     return [f"  {where}: {what}"]
+
+
+def _data(size: int | None) -> str:
+    return units.data_size(size) if isinstance(size, int) else "-"

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from lsprotocol import types
 
-from trnlens import memoryfigures, units
+from trnlens import memoryfigures, rankfigures, units
 from trnlens.lsp import format, markdown
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.hints import STALE, Labelled, utf16_length
@@ -104,8 +104,15 @@ def lens_text(result: Result) -> str | None:
     if memory is None:
         return None
     peak = f"peak {units.data_size(memory.peak_bytes)}"
-    if memory.grows:
-        return f"{peak} · grows {units.data_size(memory.growth_per_step_bytes)}/step"
+    growth = memory.growth_per_step_bytes
+    ranked = rankfigures.peak_label(result.data)
+    if ranked is not None:  # several ranks: the one nearest its limit, named (r1 peak ...)
+        peak = f"r{ranked[0]} peak {units.data_size(ranked[1])}"
+        growth = max(
+            [r.get("memory_growth_per_step_bytes") or 0 for r in result.data["ranks"]] + [growth]
+        )
+    if growth > 0:
+        return f"{peak} · grows {units.data_size(growth)}/step"
     return peak
 
 
@@ -114,7 +121,8 @@ def hover_lines(result: Result) -> list[str]:
     memory = memoryfigures.read(result.data)
     if memory is None:
         return []
-    lines = ["", f"**memory** {markdown.text(memoryfigures.peak_words(memory))}"]
+    rank = f"(rank {memory.rank}) " if memory.rank is not None else ""
+    lines = ["", f"**memory** {rank}{markdown.text(memoryfigures.peak_words(memory))}"]
     if memory.at_peak:
         lines.append(f"live then: {markdown.text(memoryfigures.parts_words(memory))}")
     made_at = memoryfigures.made_by_words(memory.at_peak_by_line, limit=3)
@@ -123,6 +131,9 @@ def hover_lines(result: Result) -> list[str]:
     if memory.activations_by_module:
         words = markdown.text(memoryfigures.keepers_words(memory, limit=3))
         lines.append(f"activations kept for backward: {words}")
+    ranks = rankfigures.nearest_limit_words(result.data)
+    if ranks:
+        lines.append(f"ranks: {markdown.text(ranks)}")
     if memory.grows:
         lines.append(
             f"**grows {markdown.text(units.data_size(memory.growth_per_step_bytes))} a step** "

@@ -17,7 +17,7 @@ from collections import defaultdict
 from trnlens import rankfigures
 from trnlens.report import escape
 from trnlens.report.svg import AXIS_H, GROUP_GAP, LABEL_W, LANE_GAP, ROW_H, WIDTH, _axis
-from trnlens.units import duration
+from trnlens.units import data_size, duration
 
 E = escape.text
 LANES = (("steps", "profiled steps"), ("work", "own work"), ("collectives", "collectives"))
@@ -45,6 +45,7 @@ def section(
                     "collective_exposed_per_step_us",
                 )
             )  # fmt: skip
+            + f'<td class="num">{E(_peak(row))}</td>'
             # the host last: the figures are what a 500 px side panel must show
             + f"<td>{E(row.get('host') or '')}</td></tr>"
         )
@@ -52,7 +53,8 @@ def section(
         '<div class="wide"><table class="ranks"><thead><tr><th>rank</th>'
         "<th>wall</th><th>busy</th><th>in collectives</th><th>waiting</th>"
         '<th title="the part of the time in collectives that no compute of the rank hid">'
-        "exposed</th><th>host</th></tr>"
+        'exposed</th><th title="the rank\'s memory peak in a step (its memory pass)">peak '
+        "memory</th><th>host</th></tr>"
         f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
     alignment = (result.get("alignment") or {}).get("how") or ""
@@ -66,6 +68,9 @@ def section(
         if href
         else ""
     )
+    memory = rankfigures.nearest_limit_words(result)
+    if memory:
+        notes.append(memory)
     if ranking:
         trust = "" if strag.get("trusted") else " (not to be trusted here: see the warnings)"
         notes.append(f"straggler ranking (HTA's late start), worst first: {ranking}{trust}")
@@ -241,3 +246,8 @@ def _about(call: dict) -> dict:
     if call.get("source"):
         out["issued_by"] = call["source"]
     return out
+
+
+def _peak(row: dict) -> str:
+    peak = row.get("peak_memory_bytes")
+    return data_size(peak) if isinstance(peak, int) else "-"

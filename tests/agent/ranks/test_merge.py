@@ -134,3 +134,38 @@ def test_a_calls_exposed_parts_stay_inside_it_after_the_shift_onto_one_axis():
     end = moved["start_us"] + moved["dur_us"]
     assert all(moved["start_us"] <= a <= b <= end for a, b in moved["exposed"])
     assert moved["exposed"][0][1] == end
+
+
+def _with_memory(rank: dict, peak: int, limit: int | None, growth: int = 0) -> dict:
+    rank["memory"] = {"peak_bytes": peak, "growth_per_step_bytes": growth, "limit_bytes": limit,
+                      "limit_basis": "the GPU's memory" if limit else None}  # fmt: skip
+    return rank
+
+
+def test_the_rank_nearest_its_limit_is_the_fullest_not_the_largest():
+    # rank 0 holds more, but on a larger device: rank 1 (6 of 8 GB) runs out first
+    ranks = [_with_memory(make_rank(0, 2_000), 7 << 30, 16 << 30),
+             _with_memory(make_rank(1, 7_000), 6 << 30, 8 << 30, growth=4096)]  # fmt: skip
+    merged = rankmerge.merge("run", ranks)
+    rows = {r["rank"]: r for r in merged["ranks"]}
+    assert rows[0]["peak_memory_bytes"] == 7 << 30 and rows[1]["memory_limit_bytes"] == 8 << 30
+    assert rows[1]["memory_growth_per_step_bytes"] == 4096
+    assert merged["memory_nearest_limit"] == {
+        "rank": 1, "peak_bytes": 6 << 30, "limit_bytes": 8 << 30, "share_of_limit": 0.75,
+        "limit_basis": "the GPU's memory", "others_median_bytes": 7 << 30,
+        "basis": "peak over the device's memory",
+    }  # fmt: skip
+    assert merged["memory"]["rank"] == 0  # the figures above the ranks: rank 0's, labelled
+
+
+def test_without_a_known_limit_the_highest_peak_is_named_and_one_peak_names_none():
+    ranks = [_with_memory(make_rank(0, 2_000), 7 << 30, 16 << 30),
+             _with_memory(make_rank(1, 7_000), 6 << 30, None)]  # fmt: skip
+    nearest = rankmerge.merge("run", ranks)["memory_nearest_limit"]
+    assert (nearest["rank"], nearest["limit_bytes"], nearest["share_of_limit"]) == (0, None, None)
+    assert nearest["basis"].startswith("the highest peak")
+    # a run without memory figures (an XLA rank, an older agent) names no rank
+    assert (
+        rankmerge.merge("run", [make_rank(0, 2_000), make_rank(1, 7_000)])["memory_nearest_limit"]
+        is None
+    )

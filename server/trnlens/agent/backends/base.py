@@ -73,6 +73,11 @@ class Backend:
     def peak_memory_bytes(self) -> int | None:
         return None
 
+    def memory_limit(self) -> tuple[int, str] | None:
+        """How much memory the run's device has, and what that figure is (None: unknown): what
+        a rank's peak is measured against (agent/ranks/merge.py names the rank nearest it)."""
+        return None
+
     def versions(self) -> dict:
         return {
             "python": platform.python_version(),

@@ -6,6 +6,7 @@ accelerator time.
 
 from __future__ import annotations
 
+import os
 import platform
 
 from .base import Backend
@@ -32,3 +33,29 @@ class CpuBackend(Backend):
 
     def device_total_us(self, event) -> float:
         return float(event.cpu_time_total)
+
+    def memory_limit(self) -> tuple[int, str] | None:
+        return host_memory()
+
+
+# cgroup v2's limit of this process's group (a container's RAM): "max" when it has none
+_CGROUP_LIMIT = "/sys/fs/cgroup/memory.max"
+
+
+def host_memory() -> tuple[int, str] | None:
+    """The host's RAM, or its container's limit when that is smaller: what the host's ranks
+    share (a process runs out of the smaller one first)."""
+    try:
+        found = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return None
+    basis = "the host's memory, shared by the processes on it"
+    try:
+        with open(_CGROUP_LIMIT) as f:
+            text = f.read().strip()
+    except OSError:
+        text = "max"
+    if text.isdigit() and 0 < int(text) < found:
+        found = int(text)
+        basis = "the container's memory limit (cgroup memory.max), shared by its processes"
+    return found, basis

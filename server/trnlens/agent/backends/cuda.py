@@ -41,6 +41,10 @@ class CudaBackend(Backend):
     def peak_memory_bytes(self) -> int | None:
         return int(self.torch.cuda.max_memory_allocated(self.device))
 
+    def memory_limit(self) -> tuple[int, str] | None:
+        total = self.torch.cuda.get_device_properties(self.device).total_memory
+        return int(total), "the GPU's memory (torch.cuda.get_device_properties().total_memory)"
+
     def versions(self) -> dict:
         versions = super().versions()
         versions["cuda"] = self.torch.version.cuda

@@ -46,6 +46,9 @@ def merge(run_id: str, ranks: list[dict]) -> dict:
     base["ranks"] = [_rank_row(r, calls, steps) for r in ranks]
     base["collectives"] = _collective_rows(calls, ranks, steps)
     base["slowest_rank"], base["rank_spread"] = _slowest(base["ranks"])
+    base["memory_nearest_limit"] = nearest_limit(base["ranks"])
+    if isinstance(base.get("memory"), dict):  # the memory figures above the ranks are rank 0's
+        base["memory"] = {**base["memory"], "rank": ranks[0]["rank"]}
     base["stragglers"] = stragglers(ranks, calls, steps)
     base["alignment"] = _alignment(ranks)
     base["rank_timelines"] = _aligned(ranks, base["alignment"])
@@ -187,6 +190,50 @@ def _rank_row(r: dict, calls: dict, steps: int) -> dict:
         "timing_median_us": timing.get("median_us"),
         # CUDA: communication kernels overlapped by compute, and the exposed rest (overlap.py)
         **((r.get("rank_timeline") or {}).get("overlap") or {}),
+        **_memory_columns(r),
+    }
+
+
+def _memory_columns(r: dict) -> dict:
+    """The rank's memory peak (its memory pass's, else the backend's peak), growth a step and
+    its device's limit (memorypass: the GPU's memory, the host's or its container's RAM)."""
+    found = r.get("memory")
+    memory: dict = found if isinstance(found, dict) else {}
+    peak = memory.get("peak_bytes", r.get("peak_memory_bytes"))
+    return {
+        "peak_memory_bytes": peak,
+        "memory_growth_per_step_bytes": memory.get("growth_per_step_bytes"),
+        "memory_limit_bytes": memory.get("limit_bytes"),
+        "memory_limit_basis": memory.get("limit_basis"),
+    }
+
+
+def nearest_limit(rows: list[dict]) -> dict | None:
+    """The rank that runs out of memory first: the highest peak over its device's limit, or the
+    highest peak where a rank's limit is unknown (``basis`` says which). None when no rank
+    measured a peak. Ranks that share a host share its RAM: each one's share of it is still
+    what it alone holds (the limit is said with its basis)."""
+    peaks = [row for row in rows if isinstance(row.get("peak_memory_bytes"), int)]
+    if len(peaks) < 2:
+        return None
+    limited = all(isinstance(row.get("memory_limit_bytes"), int) and row["memory_limit_bytes"] > 0
+                  for row in peaks)  # fmt: skip
+
+    def fill(row: dict) -> float:
+        return row["peak_memory_bytes"] / row["memory_limit_bytes"] if limited else 0.0
+
+    top = max(peaks, key=lambda row: (fill(row), row["peak_memory_bytes"], -row["rank"]))
+    others = sorted(row["peak_memory_bytes"] for row in peaks if row is not top)
+    return {
+        "rank": top["rank"],
+        "peak_bytes": top["peak_memory_bytes"],
+        "limit_bytes": top["memory_limit_bytes"] if limited else None,
+        "share_of_limit": fill(top) if limited else None,
+        "limit_basis": top.get("memory_limit_basis") if limited else None,
+        "others_median_bytes": others[(len(others) - 1) // 2],
+        "basis": "peak over the device's memory"
+        if limited
+        else "the highest peak (a rank's device memory is not known)",
     }
 
 
