@@ -182,3 +182,68 @@ def test_the_forward_and_backward_tree_renders_in_chromium(training_run) -> None
     # The backward tree stands beside the forward one, on the same rows.
     assert by_key[("backward", "model")]["y"] == by_key[("forward", "model")]["y"]
     assert shot.stat().st_size > 5_000
+
+
+def _kept_result() -> dict:
+    """Two Linear layers' forward and backward times and what each kept for backward."""
+    source = {"path": "torch/nn/modules/linear.py", "line": 130}
+    modules = [
+        {"name": "model", "type": "Sequential", "total_time_per_step_us": 300.0,
+         "total_backward_time_per_step_us": 120.0},
+        {"name": "model.0", "type": "Linear", "total_time_per_step_us": 200.0,
+         "total_backward_time_per_step_us": 80.0, "source": source},
+        {"name": "model.1", "type": "ReLU", "total_time_per_step_us": 100.0,
+         "total_backward_time_per_step_us": 40.0},
+    ]  # fmt: skip
+    memory = {
+        "device": "cpu", "steps": 2, "basis": "b", "peak_bytes": 9_000, "at_peak": {},
+        "growth_per_step_bytes": 0, "growth": [],
+        "activations_by_module": [{"module": "model.0", "bytes": 6_000},
+                                  {"module": "model.1", "bytes": 2_000},
+                                  {"module": "(no module)", "bytes": 2_000}],
+    }  # fmt: skip
+    return {"modules": modules, "frames": [], "memory": memory}
+
+
+def test_the_keepers_of_activations_are_listed_with_their_forward_and_backward_time() -> None:
+    result = _kept_result()
+    table = icicle.keepers_table(result)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.split("<tbody>")[1])
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    # bytes, share of all kept, forward (total less backward), backward, the module
+    assert [c[:4] for c in cells] == [
+        ["6.0 KB", "60%", "120 µs", "80.0 µs"],
+        ["2.0 KB", "20%", "60.0 µs", "40.0 µs"],
+        ["2.0 KB", "20%", "-", "-"],
+    ]
+    assert "model.0</code>" in cells[0][4] and "Linear" in cells[0][4]
+    assert "outside any module" in cells[2][4]
+    # the row opens the module's class, like the tree's block
+    assert 'class="src" data-path="torch/nn/modules/linear.py" data-line="130"' in table
+    assert "10.0 KB in all" in table
+    # the forward block of a keeper says what it keeps; the backward block does not repeat it
+    chart = icicle.svg(result)
+    assert "model.0 (Linear) forward: 120 µs total" in chart
+    assert "; keeps 6.0 KB of activations for backward" in chart
+    assert chart.count("keeps 6.0 KB") == 1
+    # and it is in the section, between the tree and the library lines
+    assert "Activations kept for backward, by module" in icicle.section(result)
+
+
+def test_no_memory_pass_no_keepers_table() -> None:
+    result = _kept_result()
+    result["memory"] = None
+    assert icicle.keepers_table(result) == ""
+    assert "keeps" not in icicle.svg(result)
+
+
+def test_a_fine_tuning_steps_keepers_are_its_modules_with_their_times(training_run) -> None:
+    _, result = training_run
+    table = icicle.keepers_table(result)
+    kept = result["memory"]["activations_by_module"]
+    named = [k for k in kept[: icicle.MAX_KEEPERS] if k["module"] != "(no module)"]
+    assert named and all(f"{k['module']}</code>" in table for k in named)
+    # every named keeper is a module of the tree: its row has its two times and opens its class
+    modules = {m["name"] for m in result["modules"]}
+    assert all(k["module"] in modules for k in named), (named, sorted(modules))
+    assert table.count('class="src" data-path=') >= len(named)

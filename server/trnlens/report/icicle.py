@@ -20,14 +20,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trnlens import memoryfigures
 from trnlens.report import escape
-from trnlens.units import duration
+from trnlens.units import data_size, duration
 
 WIDTH = 1200
 ROW_H = 22
 MIN_LABEL_W = 48  # narrower rectangles carry no text (their title still tells)
 CHAR_W = 6.6  # 11px text, for cutting labels to their rectangle
 MAX_LIBRARY_LINES = 25
+MAX_KEEPERS = 10  # the largest keepers of activations listed under the tree
 
 E = escape.text
 A = escape.attr
@@ -92,6 +94,7 @@ def svg(result: dict) -> str:
         return ""
     step = max(attributed_us(result), sum(r.total_us for r in roots)) or 1.0
     scale = WIDTH / step
+    kept = _kept(result)
     rects: list[str] = []
     depth = _depth(roots)
     rects.append(
@@ -114,7 +117,7 @@ def svg(result: dict) -> str:
                                share, direction, direction))  # fmt: skip
             row = 2
         for root in sorted(roots, key=lambda n: -n.part_us(direction)):
-            _place(root, x, row, scale, step, rects, direction)
+            _place(root, x, row, scale, step, rects, direction, kept)
             x += root.part_us(direction) * scale
     height = (depth + 1) * ROW_H
     return (
@@ -131,7 +134,7 @@ def has_backward(result: dict) -> bool:
     return any(m.get("total_backward_time_per_step_us") for m in result.get("modules") or [])
 
 
-def _place(node, x, row, scale, step, out, direction=None) -> None:
+def _place(node, x, row, scale, step, out, direction=None, kept=None) -> None:
     part = node.part_us(direction)
     width = part * scale
     entry = node.entry or {}
@@ -145,6 +148,7 @@ def _place(node, x, row, scale, step, out, direction=None) -> None:
             f"{_noun(entry.get('dispatches_per_step'), 'dispatch')} per step; "
             f"{share:.1%} of the step"
         )
+        title += _keeps(kept, node.name)
     else:
         total_n = entry.get("total_dispatches_per_step")
         back_n = entry.get("total_backward_dispatches_per_step") or 0
@@ -156,6 +160,7 @@ def _place(node, x, row, scale, step, out, direction=None) -> None:
             f"both directions: {duration(node.total_us)}, "
             f"{_noun(entry.get('calls_per_step'), 'call')}"
         )
+        title += _keeps(kept, node.name) if direction == "forward" else ""
     label = f"{display_name(node.name).rsplit('.', 1)[-1]} · {kind}"
     source = entry.get("source") or {}  # the module's class: a click opens it (report.js)
     out.append(
@@ -163,7 +168,7 @@ def _place(node, x, row, scale, step, out, direction=None) -> None:
     )
     child_x = x
     for child in sorted(node.children, key=lambda n: -n.part_us(direction)):
-        _place(child, child_x, row + 1, scale, step, out, direction)
+        _place(child, child_x, row + 1, scale, step, out, direction, kept)
         child_x += child.part_us(direction) * scale
 
 
@@ -214,9 +219,71 @@ def section(result: dict, prefix: str = "") -> str:
             f"{more}</p>"
             f'<div class="icicle-box">{chart}</div>'
         )
+    parts.append(keepers_table(result))
     parts.append(table)
     parts.append("</section>")
     return "".join(parts)
+
+
+def _kept(result: dict) -> dict[str, int]:
+    """Each module's activations kept for backward (bytes its own calls made that autograd
+    still held when the step's backward started: agent/memorypass.py); {} without them."""
+    memory = memoryfigures.read(result)
+    return {k.module: k.bytes for k in memory.activations_by_module} if memory else {}
+
+
+def _keeps(kept: dict[str, int] | None, name: str) -> str:
+    found = (kept or {}).get(name)
+    return f"; keeps {data_size(found)} of activations for backward" if found else ""
+
+
+def keepers_table(result: dict) -> str:
+    """The modules that keep most activations for backward, each with its forward and
+    backward time (the tree's two blocks) beside its bytes: what checkpointing one of them
+    would save, and what its forward costs to recompute. "" without a memory pass that saw a
+    backward."""
+    memory = memoryfigures.read(result)
+    keepers = memory.activations_by_module if memory else []
+    if not keepers:
+        return ""
+    total = sum(k.bytes for k in keepers)
+    entries = {m.get("name"): m for m in result.get("modules") or []}
+    rows = []
+    for keeper in keepers[:MAX_KEEPERS]:
+        entry = entries.get(keeper.module) or {}
+        node = Node(keeper.module, entry or None)
+        timed = bool(entry)
+        forward = duration(node.part_us("forward")) if timed else "-"
+        backward = duration(node.part_us("backward")) if timed else "-"
+        source = entry.get("source") or {}
+        where = ""
+        if source.get("path") and isinstance(source.get("line"), int):
+            where = f' class="src" data-path="{A(source["path"])}" data-line="{source["line"]}"'
+        name = (
+            "(the step's own code, outside any module)"
+            if keeper.module == memoryfigures.NO_MODULE
+            else display_name(keeper.module)
+        )
+        kind = f' <span class="muted">{E(entry["type"])}</span>' if entry.get("type") else ""
+        rows.append(
+            f'<tr{where}><td class="num">{E(data_size(keeper.bytes))}</td>'
+            f'<td class="num">{keeper.bytes / total:.0%}</td>'
+            f'<td class="num">{E(forward)}</td><td class="num">{E(backward)}</td>'
+            f"<td><code>{E(name)}</code>{kind}</td></tr>"
+        )
+    more = len(keepers) - MAX_KEEPERS
+    if more > 0:
+        rows.append(f'<tr><td colspan="5" class="muted">… {more} more modules</td></tr>')
+    return (
+        "<h3>Activations kept for backward, by module (one step)</h3>"
+        f"<p class=\"muted\">{E(data_size(total))} in all, each module's own calls' tensors that "
+        "autograd still held when backward started (its memory pass); forward and backward: "
+        "its time per step in each, with its children</p>"
+        '<div class="wide"><table class="keepers"><thead><tr><th class="num">kept</th>'
+        '<th class="num">share</th><th class="num">forward</th><th class="num">backward</th>'
+        "<th>module</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def library_table(result: dict) -> str:

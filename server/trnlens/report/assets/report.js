@@ -175,7 +175,7 @@
 
   // -- per-line rows: reveal the line (VS Code) or say where it is (browser)
   // (library lines too: the extension opens the library file, read-only to trnlens)
-  document.querySelectorAll('table.lines tr.src, table.library-lines tr.src').forEach(function (tr) {
+  document.querySelectorAll('table.lines tr.src, table.library-lines tr.src, table.keepers tr.src').forEach(function (tr) {
     tr.addEventListener('click', function () {
       document.querySelectorAll('tr.src.selected').forEach(function (s) { s.classList.remove('selected'); });
       tr.classList.add('selected');
