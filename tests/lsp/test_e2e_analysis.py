@@ -213,8 +213,10 @@ async def test_profile_figures_compare_lens_and_measure_fix(tmp_path):
         assert re.fullmatch(
             # the age says when the run was made: "N min ago" once a busy machine took minutes
             # a speed-up whose range contains 1.0 reads "no measurable difference"
-            r"⇄ Compare variants · fixed( [\d.]+×|: no measurable difference)"
-            r" · compiled( [\d.]+×|: no measurable difference) · 6/2/1 dispatches( · noisy)?"
+            # and each variant's peak against the original's, where it differs
+            r"⇄ Compare variants · fixed( [\d.]+×|: no measurable difference)(, peak [−+]\d+%)?"
+            r" · compiled( [\d.]+×|: no measurable difference)(, peak [−+]\d+%)?"
+            r" · 6/2/1 dispatches( · noisy)?"
             r" · (just now|\d+ min ago)",
             title,
         ), title
@@ -258,4 +260,8 @@ def check_comparison(answer: dict) -> None:
     assert answer["timeBasis"] == "cpu" and answer["alreadyPending"] is False
     assert answer["message"].startswith("compared rmsnorm_naive: original 6 dispatches")
     assert "fixed TRN001 2 dispatches" in answer["message"]
+    # each variant's memory peak (a fix measured in bytes as well as time), said after its time
+    assert all(isinstance(v["peakMemoryBytes"], int) for v in variants), variants
+    assert re.search(r"fixed TRN001 2 dispatches, .*, peak [\d.]+ [kKM]?B \([−+±]\d+%\)",
+                     answer["message"]), answer["message"]  # fmt: skip
     assert "compiled 1 dispatch" in answer["message"]

@@ -3,6 +3,10 @@
 ``trnlens compare --fix PATH::QUALNAME`` measures what the static analysis proposes: the
 original, the analysis' fix of that function (sent to the agent as source text) and the
 ``torch.compile``d original, in one run.
+
+``trnlens compare --checkpoint PATH::QUALNAME`` measures activation checkpointing of the module
+class its latest run names (memoryfixes.py): the original and the same function with every
+instance of that class checkpointed, each variant's peak memory and time, outputs compared.
 """
 
 from __future__ import annotations
@@ -30,6 +34,13 @@ def register(sub) -> None:
         help="compare the function with the static analysis' fix of it and with its "
         "torch.compile'd self (exit 2 when the analysis has no fix there)",
     )
+    parser.add_argument(
+        "--checkpoint",
+        metavar="PATH::QUALNAME",
+        help="compare the function with activation checkpointing of the module class its "
+        "latest run kept most activations in (memory against time; exit 2 when the run names "
+        "none: profile it first)",
+    )
     common.add_run_options(parser)
     parser.set_defaults(func=run)
 
@@ -38,20 +49,26 @@ def run(args: argparse.Namespace) -> int:
     try:
         specs = [common.parse_spec(spec) for spec in args.specs]
         fix = common.parse_spec(args.fix) if args.fix else None
+        checkpoint = common.parse_spec(args.checkpoint) if args.checkpoint else None
     except common.UsageError as exc:
         print(f"trnlens: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     variants: list[dict[str, str | bool]] = [
         {"path": str(path), "qualname": qualname} for path, qualname in specs
     ]
-    if fix is not None:
+    if fix is not None and checkpoint is not None:
+        print("trnlens: --fix and --checkpoint are two comparisons: run one, then the other",
+              file=sys.stderr)  # fmt: skip
+        return exitcodes.USAGE
+    measured = fix or checkpoint  # the function whose fix is measured, if any
+    if measured is not None:
         try:
-            fixed = _fix_variants(*fix)
+            fixed = _fix_variants(*measured) if fix else _checkpoint_variants(*measured)
         except ValueError as exc:
             print(f"trnlens: {exc}", file=sys.stderr)
             return exitcodes.USAGE
         variants = fixed + variants  # the original is the baseline; other specs follow
-        specs = [fix, *specs]
+        specs = [measured, *specs]
     elif args.compiled and variants:
         variants.append({**variants[0], "compile": True})
     if len(variants) < 2:
@@ -96,6 +113,25 @@ def _fix_variants(path, qualname: str) -> list[dict]:
             f"{relpath}::{qualname}) finds those of the library code it calls"
         )
         raise ValueError(f"{exc} in {relpath} ({hint})") from None
+
+
+def _checkpoint_variants(path, qualname: str) -> list[dict]:
+    """Original, checkpointed; ValueError when the latest run names no class to checkpoint."""
+    from trnlens import project
+    from trnlens.fixvariants import NoFix
+    from trnlens.memoryfixes import checkpoint_variants
+
+    root = project.find_root(path)
+    try:
+        relpath = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        relpath = path.as_posix()
+    run = _latest_run(root, relpath, qualname)
+    try:
+        return checkpoint_variants(str(path), qualname, run)
+    except NoFix as exc:
+        first = "" if run else f" (no stored run: trnlens profile {relpath}::{qualname} first)"
+        raise ValueError(f"{exc}{first}") from None
 
 
 def _latest_run(root, relpath: str, qualname: str) -> dict | None:

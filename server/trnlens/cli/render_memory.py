@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trnlens import memoryfigures, units
+from trnlens import memoryfigures, memoryfixes, units
 from trnlens.speedup import variant_label
 
 Table = Callable[[list[str], list[list[str]], set[int]], list[str]]
@@ -37,6 +37,7 @@ def memory_lines(data: dict) -> list[str]:
             "  activations kept for backward, by module (one step): "
             + memoryfigures.keepers_words(memory)
         )
+    out.extend(_checkpoint_lines(data))
     if not memory.grows:
         out.append("  no growth: nothing a step allocates is held after it")
         return out
@@ -47,6 +48,20 @@ def memory_lines(data: dict) -> list[str]:
         )
     out.append(f"    {memoryfigures.GROWTH_ADVICE}")
     return out
+
+
+def _checkpoint_lines(data: dict) -> list[str]:
+    """The fix that trades time for memory, estimated, with the command that measures it."""
+    candidate = memoryfixes.checkpoint_candidate(data)
+    function = data.get("function") or {}
+    if candidate is None or not function.get("path") or not function.get("qualname"):
+        return []
+    command = memoryfixes.measure_command(function["path"], function["qualname"])
+    library = memoryfixes.library_words(candidate)
+    return [
+        f"  memory for time: {memoryfixes.candidate_words(candidate)}",
+        f"    measure it: {command}",
+    ] + ([f"    {library}"] if library else [])
 
 
 def comparison_memory_lines(data: dict, table: Table) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
+from trnlens import memoryfixes
 from trnlens.lsp.analysis import Analysed, AnalysisService
 from trnlens.lsp.command_ids import MEASURE_FIX
 from trnlens.lsp.documents import ProfiledDocument
@@ -93,6 +94,35 @@ def code_actions(
         ):
             measured.add((qualname, finding.code))
             found.append(_measure(doc, qualname, finding.code, diagnostics))
+    found.extend(_checkpointing(doc, structure, params.range.start.line))
+    return found
+
+
+def _checkpointing(doc: ProfiledDocument, structure, line: int) -> list[types.CodeAction]:
+    """Measure activation checkpointing, in a function whose placed run names a class to
+    checkpoint (memoryfixes.py): memory against time, from the lightbulb on any of its lines."""
+    if structure is None:
+        return []
+    found = []
+    for qualname, placement in doc.placements.items():
+        symbol = structure.symbols.get(qualname)
+        if symbol is None or placement.result.error or not _in_function(structure, symbol, line):
+            continue
+        candidate = memoryfixes.checkpoint_candidate(placement.result.data)
+        if candidate is None:
+            continue
+        arguments = {"uri": doc.uri, "qualname": qualname, "code": memoryfixes.CHECKPOINT_CODE}
+        title = (
+            f"Measure checkpointing {candidate.type}: {qualname}'s peak memory against its time "
+            "(trnlens)"
+        )
+        found.append(
+            types.CodeAction(
+                title=title,
+                kind=types.CodeActionKind.QuickFix,
+                command=types.Command(title=title, command=MEASURE_FIX, arguments=[arguments]),
+            )
+        )
     return found
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from trnlens import speedup
+from trnlens import memoryfigures, memoryfixes, speedup, units
 from trnlens.agent.notebook.cells import cell_label
 from trnlens.analysis import Finding, Location, analyse_source
 from trnlens.fixvariants import NoFix, compiled_variants, fix_variants
@@ -373,6 +373,14 @@ class AnalysisService:
 
         def make_variants(path) -> list[dict]:
             doc = self.ctx.documents.get(uri)
+            if code == memoryfixes.CHECKPOINT_CODE:  # memory against time (memoryfixes.py)
+                placement = doc.placements.get(qualname) if doc is not None else None
+                try:
+                    return memoryfixes.checkpoint_variants(
+                        str(path), qualname, placement.result.data if placement else None
+                    )
+                except NoFix as exc:
+                    raise RequestRefused(f"{exc}: profile {qualname} first") from None
             if doc is not None:
                 findings = self.current(doc).findings
             else:
@@ -482,6 +490,19 @@ def _short(variant: dict) -> str:
     return "compiled" if kind == "compiled" else "original"
 
 
+def _peak(variant: dict) -> int | None:
+    memory = memoryfigures.read(variant)
+    return memory.peak_bytes if memory is not None else None
+
+
+def _peak_change(base: int | None, peak: int | None) -> str | None:
+    """``−55%``: a variant's peak against the baseline's (None when either is unmeasured)."""
+    if base is None or peak is None or base <= 0:
+        return None
+    value = round(100 * (peak / base - 1))
+    return "±0%" if value == 0 else f"+{value}%" if value > 0 else f"−{-value}%"
+
+
 def _speed(value: float | None) -> str:
     return f"{value:.2f}×" if value else "–"
 
@@ -495,6 +516,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
     diffs = outcome.get("max_abs_diff") or [None] * count
     not_comparable = outcome.get("outputs_not_comparable")
     base = Result(variants[0])
+    peaks = [_peak(v) for v in variants]  # each variant's memory peak: a fix measured in bytes
     rows, parts, lens = [], [], []
     for i, variant in enumerate(variants):
         error = variant.get("error")
@@ -511,6 +533,7 @@ def summarize(qualname: str, outcome: dict) -> dict:
             "verdict": speedup.verdict(speedups[i], ranges[i], "×") if i else "baseline",
             "noisy": speedup.noisy(variant),
             "maxAbsDiff": diffs[i],
+            "peakMemoryBytes": peaks[i],
             "error": error.get("message") if error else None,
         }
         rows.append(row)
@@ -520,8 +543,10 @@ def summarize(qualname: str, outcome: dict) -> dict:
             lens.append(f"{name.split()[0]} failed")
             continue
         text = f"{name} {format.count(row['dispatches'], 'dispatch')}"
+        change = _peak_change(peaks[0], peaks[i]) if i else None
         if i == 0:
             text += f", {row['headline']}/step"
+            text += f", peak {units.data_size(peaks[0])}" if peaks[0] is not None else ""
         else:
             span = ranges[i]
             spread = f" ({speedup.span_text(span, '×', '–')})" if span else ""
@@ -530,10 +555,14 @@ def summarize(qualname: str, outcome: dict) -> dict:
                 text += ", outputs not comparable"
             elif diffs[i] is not None:
                 text += f", max |diff| {diffs[i]:.1e}"
+            if change is not None:
+                text += f", peak {units.data_size(peaks[i])} ({change})"
             if speedup.measurable(speedups[i], ranges[i]):
                 lens.append(f"{name.split()[0]} {_speed(speedups[i])}")
             else:
                 lens.append(f"{name.split()[0]}: {speedup.SAME}")
+            if change is not None and change != "±0%":
+                lens[-1] += f", peak {change}"
         parts.append(text)
     dispatches = "/".join("–" if r["dispatches"] is None else f"{r['dispatches']:g}" for r in rows)
     lens.append(f"{dispatches} dispatches")

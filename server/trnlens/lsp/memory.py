@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from lsprotocol import types
 
-from trnlens import memoryfigures, rankfigures, units
+from trnlens import memoryfigures, memoryfixes, rankfigures, units
 from trnlens.lsp import format, markdown
 from trnlens.lsp.documents import ProfiledDocument
 from trnlens.lsp.hints import STALE, Labelled, utf16_length
@@ -131,6 +131,15 @@ def hover_lines(result: Result) -> list[str]:
     if memory.activations_by_module:
         words = markdown.text(memoryfigures.keepers_words(memory, limit=3))
         lines.append(f"activations kept for backward: {words}")
+    candidate = memoryfixes.checkpoint_candidate(result.data)
+    if candidate is not None:
+        words = markdown.text(memoryfixes.candidate_words(candidate))
+        command = memoryfixes.measure_command(result.path, result.qualname)
+        library = memoryfixes.library_words(candidate)
+        lines.append(
+            f"memory for time: {words}; measure it: `{command}` or the lightbulb's Measure "
+            "checkpointing" + (f"; {library}" if library else "")
+        )
     ranks = rankfigures.nearest_limit_words(result.data)
     if ranks:
         lines.append(f"ranks: {markdown.text(ranks)}")
