@@ -192,3 +192,39 @@ def out_of_memory_words(error: dict | None) -> str | None:
 def _ordered(parts: dict[str, int]) -> list[tuple[str, str]]:
     known = [(kind, label) for kind, label in KINDS.items() if parts.get(kind)]
     return known + [(kind, kind) for kind in parts if kind not in KINDS and parts[kind]]
+
+
+def xla_memory_words(xla: dict | None) -> list[str]:
+    """An XLA run's device memory (agent/xla/memory.py): what the step holds on the device
+    between steps, by kind, and the allocator's figures or why there are none. [] without."""
+    found = xla.get("memory") if isinstance(xla, dict) else None
+    if not isinstance(found, dict) or not isinstance(found.get("held_bytes"), dict):
+        return []
+    held = {k: v for k, v in found["held_bytes"].items() if isinstance(v, int)}
+    parts = " · ".join(
+        f"{KINDS.get(kind, kind)} {units.data_size(held[kind])}"
+        for kind in ("parameters", "gradients", "optimizer_state", "buffers")
+        if held.get(kind)
+    )
+    total = units.data_size(sum(held.values()))
+    out = [
+        f"held on the device between steps: {parts or 'nothing'} ({total} in all; the step's "
+        "activations and temporaries come and go above it)"
+    ]
+    allocator = found.get("allocator")
+    if isinstance(allocator, dict) and allocator:
+        used, limit = allocator.get("bytes_used"), allocator.get("bytes_limit")
+        peak = allocator.get("peak_bytes_used")
+        said = " ".join(p for p in (
+            f"{units.data_size(used)} in use" if used is not None else "",
+            f"of {units.data_size(limit)}" if limit is not None else "",
+        ) if p)  # fmt: skip
+        if peak is not None:
+            said = (
+                f"{said}, peak {units.data_size(peak)}" if said else f"peak {units.data_size(peak)}"
+            )
+        text = said or ", ".join(f"{k} {v}" for k, v in allocator.items())
+        out.append(f"the device's allocator: {text}")
+    elif found.get("allocator_note"):
+        out.append(f"the device's allocator: {found['allocator_note']}")
+    return out

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from trnlens import memoryfigures
 from trnlens.results import schema
 
 from tests.xla.test_xla_agent import run_agent
@@ -173,3 +174,32 @@ def test_a_warm_repeat_compiles_nothing_and_says_so(results):
     assert warm["first_call"]["compiles"] == 0 and warm["first_call"]["cache_hits"] >= 1
     assert warm["warmup_compiles"] == 0 and warm["compiles_in_window"] == 0
     assert "the first call compiled nothing" in warm["message"]
+
+
+# Net's two Linear layers, float32: what every step holds on the device as parameters
+NET_BYTES = (32 * 64 + 64 + 64 * 8 + 8) * 4
+
+
+def test_the_device_memory_held_between_steps_is_counted_exactly(results):
+    """Issue 41 on XLA: the tensors the step's inputs reach on the device after its sync, by
+    kind; the CPU plugin gives no allocator figures, and the section says why."""
+    _, x = xla_of(results, "sgd_step")
+    memory = x["memory"]
+    # plain SGD keeps no state; zero_grad() at the step's start leaves the gradients held
+    assert memory["held_bytes"] == {
+        "parameters": NET_BYTES, "gradients": NET_BYTES, "optimizer_state": 0, "buffers": 0,
+    }  # fmt: skip
+    assert memory["held_total_bytes"] == 2 * NET_BYTES
+    assert memory["allocator"] is None and "UNIMPLEMENTED" in memory["allocator_note"]
+    # AdamW's two moments on the device (its step counts are CPU tensors), gradients set to
+    # None at the step's end
+    _, x = xla_of(results, "clipped_step")
+    assert x["memory"]["held_bytes"] == {
+        "parameters": NET_BYTES, "gradients": 0, "optimizer_state": 2 * NET_BYTES, "buffers": 0,
+    }  # fmt: skip
+    words = memoryfigures.xla_memory_words(x)
+    assert words[0].startswith(
+        "held on the device between steps: parameters 10.5 KB · optimizer state 21.1 KB "
+        "(31.6 KB in all;"
+    ), words
+    assert words[1].startswith("the device's allocator: this PJRT plugin gives no allocator")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trnlens import units
+from trnlens import memoryfigures, units
 from trnlens.cli.render_attribution import short_path
 
 Table = Callable[[list[str], list[list[str]], set[int]], list[str]]
@@ -42,6 +42,7 @@ def xla_lines(data: dict, table: Table, size: Callable[[float | None], str]) -> 
         f"({size(back['bytes'])}, {units.duration(back['us'])}) · host reads "
         f"{_n(step['host_reads'])} · CPU fallback ops {_n(step['fallback_ops'])}"
     )
+    out.extend(f"  {said}" for said in memoryfigures.xla_memory_words(x))
     first = x["first_call"]
     out.append(
         f"  first call: {_n(first['graphs'])} graphs, {_n(first['compiles'])} compilations "

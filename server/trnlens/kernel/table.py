@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trnlens import memoryfigures, units
 from trnlens.cli.notebook_lines import in_cells
 from trnlens.cli.render import fmt_count, fmt_time, table
 
@@ -29,6 +30,9 @@ def compact(result: dict[str, Any]) -> str:
     if timing.get("median_us") is not None:
         figures.append(f"median {fmt_time(timing['median_us'])} over {timing['repeats']} calls")
     out.append("  " + "  ·  ".join(figures))
+    memory = _memory(data)
+    if memory:
+        out.append(f"  memory: {memory}")
     lines = sorted(data.get("lines") or [], key=lambda x: -(x.get("device_us") or 0))
     total = sum(x.get("device_us") or 0 for x in lines) or 1.0
     rows = [
@@ -46,6 +50,20 @@ def compact(result: dict[str, Any]) -> str:
     out.extend(f"warning: {w}" for w in dict.fromkeys(data.get("warnings") or []))
     out.append(f"run {data['run_id']} stored in .trnlens/ ({_where_shown(data)})")
     return "\n".join(out)
+
+
+def _memory(data: dict[str, Any]) -> str | None:
+    """``peak 276.8 KB in optimizer (nb.ipynb:cell 2:6) · GROWS 4.0 KB a step at ...``: the
+    memory pass's peak and any growth, said loudly, in the cell's own lines."""
+    memory = memoryfigures.read(data)
+    if memory is None:
+        return None
+    said = memoryfigures.peak_words(memory)
+    if memory.grows:
+        top = memory.growth[0] if memory.growth else None
+        at = f" at {top.path}:{top.line}" if top is not None and top.path else ""
+        said += f" · GROWS {units.data_size(memory.growth_per_step_bytes)} a step{at}"
+    return said
 
 
 def _where_shown(result: dict[str, Any]) -> str:

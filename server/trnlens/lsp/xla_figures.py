@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
+from trnlens import memoryfigures
 from trnlens.lsp import format, markdown
 from trnlens.lsp.diagnostics import SOURCE, _line_range
 from trnlens.lsp.documents import ProfiledDocument
@@ -248,6 +249,9 @@ def hover_lines(result: Result) -> list[str]:
         f" · {_n(step['host_reads'])} host reads · {_n(step['fallback_ops'])} CPU fallback ops; "
         f"{_plural(x['compiles_in_window'], 'compilation')} in the whole measured window",
     ]
+    memory = memoryfigures.xla_memory_words(x)
+    if memory:
+        out += ["", "memory: " + "; ".join(markdown.text(said) for said in memory)]
     modules = sorted((m for m in x.get("modules") or [] if m["ir_nodes"]),
                      key=lambda m: -m["ir_nodes"])[:3]  # fmt: skip
     if modules:

@@ -200,7 +200,13 @@ def _memory_lane(timeline: Timeline, result: dict, starts: list[float], digest: 
     duration = timeline.duration_us
     if memory is None or curve is None or not curve.bytes or duration <= 0:
         timeline.empty["memory"] = (
-            f"not measured: the {result.get('backend')} backend has no memory pass yet"
+            f"not measured over time: the {result.get('backend')} backend's memory is its "
+            "runtime's, not torch's allocator"
+            + (
+                " (the XLA section says what the step holds on the device)"
+                if isinstance(result.get("xla"), dict)
+                else ""
+            )
             if memorypass.unsupported(str(result.get("backend")))
             else "not measured: this run had no memory pass (--no-memory, or an older run)"
         )

@@ -10,6 +10,7 @@ recompilations with their cause and line, the CPU fallbacks and the forced execu
 
 from __future__ import annotations
 
+from trnlens import memoryfigures
 from trnlens.report import escape
 from trnlens.units import duration
 
@@ -48,7 +49,7 @@ def section(result: dict, prefix: str = "") -> str:
         f'<svg class="xla-lanes" width="{WIDTH}" height="{height}" role="img" '
         f'aria-label="XLA step lanes">{"".join(rows)}</svg>'
     )
-    items = []
+    items = [f"<li>{E(said)}</li>" for said in memoryfigures.xla_memory_words(x)]
     for r in x["recompiles"]:
         where = f"{r['path']}:{r['line']}" if r.get("path") else "no project line"
         items.append(f"<li>recompiled {r['count']}x in {E(r['phase'])}: {E(r['detail'])} "

@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from .. import attribution, errors
-from . import irtext, tables
+from . import irtext, memory, tables
 from .origin import VIEW_OPS, view_origin
 from .recorder import Call
 from .sites import Sites
@@ -47,6 +47,11 @@ def xla_section(recorder, step, project, context, named_modules=(), roots=()) ->
             return None
 
     out = section(recorder, found, sources, recorder.backend, kinds, read)
+    try:  # what the step holds on the device, and the allocator's figures (memory.py)
+        backend = recorder.backend
+        out["memory"] = memory.section(recorder.torch, backend.xm, backend.device, list(roots))
+    except Exception as exc:  # noqa: BLE001 - said in the section, never a failed run
+        out["skipped"].append(f"device memory was not read: {type(exc).__name__}: {exc}"[:240])
     if found is None:
         out["skipped"].append(skipped)
         out["message"] = verdict(out)
