@@ -98,6 +98,10 @@ def test_cli_and_report_show_a_fine_tuning_steps_modules_and_library_lines(
     row = next(line for line in out.splitlines() if "model.model.layers.0.self_attn.q_proj" in line)
     assert "Linear" in row and "(" in row  # own IR nodes with the backward part in brackets
     assert "Library lines" in out and "transformers/models/llama/modeling_llama.py:" in out
+    # what the step holds on the device (issue 41): the Llama's parameters and AdamW's moments
+    held = next(line for line in out.splitlines() if "held on the device between steps" in line)
+    assert "parameters " in held and "optimizer state " in held, held
+    assert "the device's allocator: this PJRT plugin gives no allocator figures" in out
     stored = next((tmp_path / ".trnlens" / "artifacts").iterdir()) / "result.json"
     result = json.loads(stored.read_text())
     page = tmp_path / "report.html"
@@ -109,6 +113,7 @@ def test_cli_and_report_show_a_fine_tuning_steps_modules_and_library_lines(
     assert "Per line: IR nodes and ops" in html and 'data-path="training.py"' in html
     assert "the cpu backend runs ops on the host" not in html
     assert "on XLA the per-line figures are IR nodes and ops" in html
+    assert "<li>held on the device between steps: parameters " in html
 
 
 def compare_training_steps(xla_python, tmp_path, monkeypatch, *steps: str) -> dict:

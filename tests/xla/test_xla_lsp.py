@@ -91,3 +91,7 @@ async def test_a_fine_tuning_step_in_the_editor_shows_backward_and_agrees_on_for
         hover = await ed.hover(uri, definition, 5)
         assert hover is not None and "IR nodes by module" in hover.contents.value
         assert "`model.down`" in hover.contents.value
+        # what the step holds on the device (issue 41), the hover's memory line
+        assert "memory: held on the device between steps: parameters 10.5 KB" in (
+            hover.contents.value
+        )
