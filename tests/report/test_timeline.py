@@ -165,6 +165,10 @@ def test_the_memory_lane_draws_the_curve_with_its_peak_at_its_line(tmp_path):
     assert slices[2].name == "live 300 B" and "step 2 of 2" in slices[2].note
     assert t.rows["memory"] == timeline.MEMORY_ROWS
     assert any(note.startswith("Memory lane: the live bytes") for note in t.notes)
+    # a multi-rank run's lane is rank 0's memory pass, and says so
+    ranked = build(tmp_path, naive_step(1, 1200, gap=0),
+                   result(backend="cpu", memory={**memory, "rank": 0}))  # fmt: skip
+    assert "rank 0's memory pass's step 2 of 2" in bars(ranked, "memory")[0].note
 
     drawn, details = svg.timelines([t])
     assert 'class="lane lane-memory"' in drawn and 'class="ev memory peak"' in drawn

@@ -166,7 +166,13 @@ def read(
                     if site:
                         dispatch_lines[_key(root)] = (site[0], site[1])
 
+    placed: dict[int, tuple[tuple[str, int] | None, str]] = {}
+
     def where(t: int) -> tuple[tuple[str, int] | None, str]:
+        """The allocation's project line and phase; once per allocation (the kinds, the by-line
+        figures and the growth each ask again)."""
+        if t in placed:
+            return placed[t]
         found = allocations.get(t)
         line = _project_line(found, project, _EventType, files)
         if line is None and found is not None:  # no project call above it: its dispatch's
@@ -174,7 +180,8 @@ def read(
                 (dispatch_lines[k] for a in _ancestors(found) if (k := _key(a)) in dispatch_lines),
                 None,
             )
-        return (line, _phase(found, _EventType))
+        placed[t] = (line, _phase(found, _EventType))
+        return placed[t]
 
     def library_line(t: int) -> tuple[str, int] | None:
         found = allocations.get(t)

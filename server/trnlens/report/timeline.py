@@ -212,6 +212,8 @@ def _memory_lane(timeline: Timeline, result: dict, starts: list[float], digest: 
         )
         return
     step = f"the memory pass's step {curve.step + 1} of {memory.steps}"
+    if memory.rank is not None:  # a multi-rank run's: rank 0's, as the figures beside it
+        step = f"rank {memory.rank}'s {step[4:]}"
     if curve.dispatch_digest == digest and len(curve.dispatch_bytes) == len(starts) > 0:
         # the same dispatches in both passes: each level drawn from its dispatch to the next
         spans = list(zip([0.0, *starts[1:]], [*starts[1:], duration], strict=True))
