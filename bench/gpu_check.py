@@ -7,12 +7,16 @@ the real `trnlens` CLI into a temporary project:
   - the Llama-style block from samples/llama_block.py (`trnlens profile`).
 It prints per run: host-side dispatches and kernel launches per step, device time, CPU time and
 wall clock per step, the idle gaps between device work per step (from the chrome trace), the
-timing pass's median, peak memory; then three checks per run:
+timing pass's median, peak memory; then four checks per run:
   1. device time per step is within 10% of the synchronised wall clock per step minus the gaps
      the trace shows (that is, the time the device was busy), else the difference is explained;
   2. the op table's self device times add up to the step's device time (no double count of host
      events and the kernels they launched);
-  3. the per-line device times add up to the headline (eager code; compiled code has no lines).
+  3. the per-line device times add up to the headline (eager code; compiled code has no lines);
+  4. the memory pass's peak (torch's memory timeline, issue 41) is within 10% of the caching
+     allocator's own peak for one step (``torch.cuda.max_memory_allocated``), and the run says
+     the GPU's memory (its ``memory.limit_bytes``); on the CPU, not applicable (the CPU's
+     ``peak_memory_bytes`` is the host's, another figure).
 Exit status 1 when a check fails. `--json FILE` also writes every figure as JSON.
 
 Run: .venv/bin/python bench/gpu_check.py [--backend auto|cpu|cuda] [--shape 4,512,2048]
@@ -33,7 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
-TOLERANCE = {"busy": 0.10, "ops": 0.05, "lines": 0.05}
+TOLERANCE = {"busy": 0.10, "ops": 0.05, "lines": 0.05, "memory": 0.10}
 
 NORMS = """
 import torch
@@ -175,7 +179,27 @@ def check_run(result: dict, steps: list[dict]) -> list[dict]:
                 "detail": f"sum of lines {lines_sum:.1f} us vs {basis} {total:.1f} us",
             }
         )
+    checks.append(memory_check(result))
     return checks
+
+
+def memory_check(result: dict) -> dict:
+    """The memory pass's peak against the caching allocator's, on CUDA (issue 41, point 7)."""
+    name = "memory pass = allocator peak"
+    memory = result.get("memory") or {}
+    if result.get("backend") != "cuda":
+        return {"name": name, "ok": None, "detail": f"on {result.get('backend')}: CUDA only"}
+    if not memory:
+        return {"name": name, "ok": False, "detail": "no memory pass on cuda"}
+    allocator = result.get("peak_memory_bytes") or 0
+    peak = memory.get("peak_bytes") or 0
+    limit = memory.get("limit_bytes")
+    ok = _within(peak, allocator, TOLERANCE["memory"]) and bool(limit)
+    detail = (
+        f"memory pass {peak / 1e6:.2f} MB ({memory.get('peak_phase')}) vs max_memory_allocated "
+        f"{allocator / 1e6:.2f} MB; the GPU's memory {(limit or 0) / 1e9:.1f} GB"
+    )
+    return {"name": name, "ok": ok, "detail": detail}
 
 
 # -- running trnlens ----------------------------------------------------------------------------

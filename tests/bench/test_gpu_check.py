@@ -50,10 +50,11 @@ def _result(device_us, ops, lines, kind="function"):
 def test_a_double_count_and_a_wrong_headline_fail_their_checks():
     steps = [{"wall_us": 100.0, "busy_us": 50.0, "gaps_us": 50.0, "device_events": 2}]
     good = {c["name"]: c["ok"] for c in gpu_check.check_run(_result(50, [30, 20], [50]), steps)}
-    assert good == {"device time = wall - gaps": True, "ops add up": True, "lines add up": True}
+    assert good == {"device time = wall - gaps": True, "ops add up": True, "lines add up": True,
+                    "memory pass = allocator peak": None}  # fmt: skip
     # kernels summed next to the host ops that launched them: twice the headline
     doubled = gpu_check.check_run(_result(50, [30, 20, 30, 20], [50]), steps)
-    assert [c["ok"] for c in doubled] == [True, False, True]
+    assert [c["ok"] for c in doubled] == [True, False, True, None]
     # a headline that counts more than the device was busy
     inflated = gpu_check.check_run(_result(100, [60, 40], [100]), steps)
     assert inflated[0]["ok"] is False and "gaps" in inflated[0]["detail"]
@@ -72,5 +73,23 @@ def test_a_real_cpu_run_passes_every_check(tmp_path: Path):
     assert row["dispatches"] == 6 and row["kernels"] is None  # no device-side events on the CPU
     assert {c["name"]: c["ok"] for c in row["checks"]} == {
         "device time = wall - gaps": True, "ops add up": True, "lines add up": True,
+        "memory pass = allocator peak": None,  # CUDA only: the CPU's peak is the host's
     }  # fmt: skip
     assert "naive" in gpu_check.render([row])
+
+
+def test_the_memory_pass_is_checked_against_the_caching_allocators_peak():
+    def cuda(pass_peak, allocator_peak, limit=80_000_000_000, memory=True):
+        found = {"peak_bytes": pass_peak, "peak_phase": "backward", "limit_bytes": limit}
+        return {"backend": "cuda", "peak_memory_bytes": allocator_peak,
+                "memory": found if memory else None}  # fmt: skip
+
+    assert gpu_check.memory_check(cuda(105_000_000, 100_000_000))["ok"] is True
+    assert gpu_check.memory_check(cuda(150_000_000, 100_000_000))["ok"] is False
+    assert gpu_check.memory_check(cuda(100_000_000, 100_000_000, limit=None))["ok"] is False
+    assert gpu_check.memory_check(cuda(0, 100_000_000, memory=False))["ok"] is False
+    said = gpu_check.memory_check(cuda(105_000_000, 100_000_000))["detail"]
+    assert said == (
+        "memory pass 105.00 MB (backward) vs max_memory_allocated 100.00 MB; the GPU's memory "
+        "80.0 GB"
+    )
