@@ -35,9 +35,16 @@ def test_the_report_has_a_lane_group_per_rank_with_the_slowest_marked(ranked_rep
     assert '<text class="group straggler" x="4"' in page and "rank 1 ◀ slowest</text>" in page
     assert page.count('class="ev gap"') >= 1  # rank 0's waits in all_reduce
     assert 'href="ranks-trace.json">every rank' in page  # the merged trace, for Perfetto
-    # each rank's memory peak, and the rank nearest its limit named under the table
+    # each rank's memory peak, and the rank nearest its limit named under the table; or, where
+    # torch's reading of a rank's memory profile failed twice (its "duplicate outputs"
+    # assertion, now and then on a loaded machine), that rank's warning and no rank named
     assert ">peak memory</th><th>host</th>" in page
-    assert page.count('<td class="num">') >= 2 * 6 and " nearest its memory limit: peak " in page
+    assert page.count('<td class="num">') >= 2 * 6
+    failed = [w for w in result["warnings"] if "the memory pass failed" in w]
+    if all(row["peak_memory_bytes"] for row in result["ranks"]):
+        assert " nearest its memory limit: peak " in page
+    else:
+        assert failed and " nearest its memory limit" not in page, result["warnings"]
 
 
 def test_the_ranks_section_in_chromium(ranked_report):

@@ -164,6 +164,12 @@ def test_without_a_known_limit_the_highest_peak_is_named_and_one_peak_names_none
     nearest = rankmerge.merge("run", ranks)["memory_nearest_limit"]
     assert (nearest["rank"], nearest["limit_bytes"], nearest["share_of_limit"]) == (0, None, None)
     assert nearest["basis"].startswith("the highest peak")
+    # a rank whose memory pass failed: its host peak is another figure, and no rank is named
+    failed = [_with_memory(make_rank(0, 2_000), 7 << 30, 16 << 30),
+              {**make_rank(1, 7_000), "peak_memory_bytes": 9 << 30}]  # fmt: skip
+    merged = rankmerge.merge("run", failed)
+    assert merged["memory_nearest_limit"] is None
+    assert [r["peak_memory_bytes"] for r in merged["ranks"]] == [7 << 30, None]
     # a run without memory figures (an XLA rank, an older agent) names no rank
     assert (
         rankmerge.merge("run", [make_rank(0, 2_000), make_rank(1, 7_000)])["memory_nearest_limit"]

@@ -195,13 +195,13 @@ def _rank_row(r: dict, calls: dict, steps: int) -> dict:
 
 
 def _memory_columns(r: dict) -> dict:
-    """The rank's memory peak (its memory pass's, else the backend's peak), growth a step and
-    its device's limit (memorypass: the GPU's memory, the host's or its container's RAM)."""
+    """The rank's memory peak, growth a step and its device's limit, from its memory pass (None
+    where the pass did not run or failed: the lines pass's host peak is another figure, and a
+    rank said beside the others by it would be compared wrongly)."""
     found = r.get("memory")
     memory: dict = found if isinstance(found, dict) else {}
-    peak = memory.get("peak_bytes", r.get("peak_memory_bytes"))
     return {
-        "peak_memory_bytes": peak,
+        "peak_memory_bytes": memory.get("peak_bytes"),
         "memory_growth_per_step_bytes": memory.get("growth_per_step_bytes"),
         "memory_limit_bytes": memory.get("limit_bytes"),
         "memory_limit_basis": memory.get("limit_basis"),
@@ -210,11 +210,12 @@ def _memory_columns(r: dict) -> dict:
 
 def nearest_limit(rows: list[dict]) -> dict | None:
     """The rank that runs out of memory first: the highest peak over its device's limit, or the
-    highest peak where a rank's limit is unknown (``basis`` says which). None when no rank
-    measured a peak. Ranks that share a host share its RAM: each one's share of it is still
-    what it alone holds (the limit is said with its basis)."""
+    highest peak where a rank's limit is unknown (``basis`` says which). None unless every rank
+    measured its peak (a rank whose pass failed says so in the warnings). Ranks that share a
+    host share its RAM: each one's share of it is still what it alone holds (the limit is said
+    with its basis)."""
     peaks = [row for row in rows if isinstance(row.get("peak_memory_bytes"), int)]
-    if len(peaks) < 2:
+    if len(peaks) < 2 or len(peaks) < len(rows):  # a rank without its pass could be the one
         return None
     limited = all(isinstance(row.get("memory_limit_bytes"), int) and row["memory_limit_bytes"] > 0
                   for row in peaks)  # fmt: skip
