@@ -68,11 +68,8 @@ def test_the_variants_swap_every_instances_forward_for_a_checkpointed_one():
     assert original == {"path": "t.py", "qualname": "f", "label": "f"}
     assert checkpointed["label"] == "f (checkpointed: Block)"
     (swap,) = checkpointed["module_swaps"]
-    assert (swap["type_path"], swap["method"]) == ("m.Block", "forward")
-    namespace: dict = {}
-    exec(swap["source"], namespace)  # the source compiles and defines forward
-    assert callable(namespace["forward"])
-    assert "use_reentrant=False" in swap["source"] and "past_key_values" in swap["source"]
+    # the agent's own checkpointed forward: no torch code leaves the server as text
+    assert swap == {"type_path": "m.Block", "method": "forward", "kind": "checkpoint"}
 
 
 def test_a_transformers_class_points_to_the_librarys_own_switch():

@@ -10,7 +10,8 @@ kept by whatever reads it, so checkpointing it frees nothing.
 The estimate (``kept_bytes``, ``forward_us``) is an upper bound on the saving and about the
 time it costs; ``trnlens compare --checkpoint PATH::QUALNAME`` measures both: the function as
 it is against the same function with every instance of that class checkpointed (a module swap,
-``agent/swaps.py``: the instances' ``forward`` wrapped, the library's files untouched), each
+``agent/swaps.py``, ``agent/checkpointing.py``: the instances' ``forward`` wrapped, the
+library's files untouched), each
 variant's peak and time, and the outputs compared. Pure (no torch).
 """
 
@@ -29,27 +30,6 @@ MIN_SHARE = 0.2
 # Nor when the activations live at the peak are under this share of it: the peak is elsewhere
 # (the gradients and the optimizer's update of a small batch), and no checkpointing lowers it.
 MIN_PEAK_SHARE = 0.1
-
-# The swapped ``forward``: exec'd in the class's own module (agent/swaps.py), set on each
-# instance; the class's own forward is what it recomputes. Outside autograd (no_grad,
-# inference) nothing is kept, so nothing is checkpointed. A key/value cache handed to a
-# checkpointed layer would be written twice (forward, then the recompute: torch refuses the
-# recomputed tensors' other shapes), so the checkpointed calls get none, as transformers' own
-# gradient checkpointing turns the cache off for training (a training step reads no cache).
-CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past")
-CHECKPOINT_SOURCE = f"""
-def forward(self, *args, **kwargs):
-    import torch
-    from torch.utils.checkpoint import checkpoint
-
-    if not torch.is_grad_enabled():
-        return type(self).forward(self, *args, **kwargs)
-    for name in {CACHE_ARGUMENTS!r}:
-        if kwargs.get(name) is not None:
-            kwargs[name] = None
-    return checkpoint(type(self).forward, self, *args, use_reentrant=False, **kwargs)
-"""
-
 
 # The code the editor's Measure action sends (lsp/actions.py, lsp/analysis.py compare)
 CHECKPOINT_CODE = "memory-checkpoint"
@@ -148,7 +128,8 @@ def checkpoint_variants(path: str, qualname: str, run: dict | None) -> list[dict
             "training step's memory pass whose peak holds activations, and a repeated module "
             f"class with children that keeps at least {MIN_SHARE:.0%} of them)"
         )
-    swap = {"type_path": candidate.type_path, "method": "forward", "source": CHECKPOINT_SOURCE}
+    # the agent's own checkpointed forward (agent/checkpointing.py): torch code stays there
+    swap = {"type_path": candidate.type_path, "method": "forward", "kind": "checkpoint"}
     return [
         {"path": path, "qualname": qualname, "label": qualname},
         {"path": path, "qualname": qualname, "module_swaps": [swap],

@@ -56,10 +56,7 @@ def _slowest_vs_others(result: dict, key: str) -> float | None:
     return (mine[0] / reference - 1) * 100 if reference else None
 
 
-def _signed(pct: float) -> str:
-    """``+68%``, ``−1%``, ``±0%`` (a real minus sign, as the lens's other changes)."""
-    value = round(pct)
-    return "±0%" if value == 0 else f"+{value}%" if value > 0 else f"−{-value}%"
+_signed = units.signed_pct  # +68%, −1%, ±0%: as the lens's other changes
 
 
 def slowest_row(result: dict) -> dict | None:

@@ -27,6 +27,12 @@ def _sig(value: float) -> str:
     return f"{value:.2f}"
 
 
+def signed_pct(pct: float) -> str:
+    """``+68%``, ``−55%``, ``±0%``: a change in whole percent, with a real minus sign."""
+    value = round(pct)
+    return "±0%" if value == 0 else f"+{value}%" if value > 0 else f"−{-value}%"
+
+
 def count(n: float | None, noun: str) -> str:
     n = int(round(n or 0))
     return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"

@@ -493,7 +493,7 @@ class Runner:
         held = [x for x in vars(v.module).values() if isinstance(x, torch.nn.Module)]
         roots = [made.instance, made.args, made.kwargs, *held]
         self._swapped = swaps.apply(swapped, roots, torch, result["variant"]["label"])
-        text = "\n".join(str(s.get("source")) for s in swapped)
+        text = "\n".join(str(s.get("source") or s.get("kind")) for s in swapped)
         result["variant"]["source_hash"] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
         result["variant"]["swaps"] = [
             {"type_path": s.get("type_path"), "method": s.get("method")} for s in swapped

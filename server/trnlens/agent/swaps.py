@@ -1,6 +1,7 @@
 """Module swaps: a library class's method replaced on this run's instances, its source untouched.
 
-A ``compare --fix`` variant may carry ``module_swaps``: ``[{"type_path", "method", "source"}]``,
+A ``compare --fix`` variant may carry ``module_swaps``: ``[{"type_path", "method", "source"}]``
+(or ``{"type_path", "kind": "checkpoint"}``: activation checkpointing, checkpointing.py),
 where ``source`` is the fixed method as text (the static analysis' fix of the library's code,
 made on the server). Each is exec'd in a copy of the globals of the module that defines the class
 (so it sees the names the library's code sees) and set as an instance attribute on every
@@ -16,8 +17,9 @@ import importlib
 import sys
 import types
 from collections.abc import Iterable, Iterator
+from typing import Any
 
-from . import errors, loader
+from . import checkpointing, errors, loader
 
 _MISSING = object()
 
@@ -31,10 +33,7 @@ def apply(swaps: list[dict], roots: Iterable[object], torch, label: str) -> list
         for swap in swaps:
             cls, home = _resolve(str(swap.get("type_path") or ""))
             method = str(swap.get("method") or "forward")
-            namespace = loader.exec_variant_source(home, str(swap.get("source") or ""), label)
-            replacement = namespace.get(method)
-            if not callable(replacement) or replacement is getattr(home, method, None):
-                raise errors.usage(f"variant {label!r}: its swap source defines no {method!r}")
+            replacement = _replacement(swap, home, method, label)
             hits = [m for m in modules if type(m) is cls]
             if not hits:
                 raise errors.usage(
@@ -49,6 +48,18 @@ def apply(swaps: list[dict], roots: Iterable[object], torch, label: str) -> list
         undo(done)
         raise
     return done
+
+
+def _replacement(swap: dict, home: types.ModuleType, method: str, label: str) -> Any:
+    """The method to set: activation checkpointing (checkpointing.py), or the swap's source
+    exec'd in the globals of the class's module."""
+    if swap.get("kind") == "checkpoint":
+        return checkpointing.forward
+    namespace = loader.exec_variant_source(home, str(swap.get("source") or ""), label)
+    replacement = namespace.get(method)
+    if not callable(replacement) or replacement is getattr(home, method, None):
+        raise errors.usage(f"variant {label!r}: its swap source defines no {method!r}")
+    return replacement
 
 
 def redo(done: list[tuple]) -> None:

@@ -499,8 +499,7 @@ def _peak_change(base: int | None, peak: int | None) -> str | None:
     """``−55%``: a variant's peak against the baseline's (None when either is unmeasured)."""
     if base is None or peak is None or base <= 0:
         return None
-    value = round(100 * (peak / base - 1))
-    return "±0%" if value == 0 else f"+{value}%" if value > 0 else f"−{-value}%"
+    return units.signed_pct(100 * (peak / base - 1))
 
 
 def _speed(value: float | None) -> str:
